@@ -1,0 +1,164 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Value(_message.Message):
+    __slots__ = ("int_value", "float_value", "string_value", "bool_value", "bytes_value", "cid_value")
+    INT_VALUE_FIELD_NUMBER: _ClassVar[int]
+    FLOAT_VALUE_FIELD_NUMBER: _ClassVar[int]
+    STRING_VALUE_FIELD_NUMBER: _ClassVar[int]
+    BOOL_VALUE_FIELD_NUMBER: _ClassVar[int]
+    BYTES_VALUE_FIELD_NUMBER: _ClassVar[int]
+    CID_VALUE_FIELD_NUMBER: _ClassVar[int]
+    int_value: int
+    float_value: float
+    string_value: str
+    bool_value: bool
+    bytes_value: bytes
+    cid_value: str
+    def __init__(self, int_value: _Optional[int] = ..., float_value: _Optional[float] = ..., string_value: _Optional[str] = ..., bool_value: _Optional[bool] = ..., bytes_value: _Optional[bytes] = ..., cid_value: _Optional[str] = ...) -> None: ...
+
+class Row(_message.Message):
+    __slots__ = ("fields",)
+    class FieldsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: Value
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[Value, _Mapping]] = ...) -> None: ...
+    FIELDS_FIELD_NUMBER: _ClassVar[int]
+    fields: _containers.MessageMap[str, Value]
+    def __init__(self, fields: _Optional[_Mapping[str, Value]] = ...) -> None: ...
+
+class Attribute(_message.Message):
+    __slots__ = ("name", "type")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    type: str
+    def __init__(self, name: _Optional[str] = ..., type: _Optional[str] = ...) -> None: ...
+
+class Relation(_message.Message):
+    __slots__ = ("name", "attributes", "kind", "is_view", "key")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    IS_VIEW_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    attributes: _containers.RepeatedCompositeFieldContainer[Attribute]
+    kind: str
+    is_view: bool
+    key: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., attributes: _Optional[_Iterable[_Union[Attribute, _Mapping]]] = ..., kind: _Optional[str] = ..., is_view: _Optional[bool] = ..., key: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class InstallRequest(_message.Message):
+    __slots__ = ("program", "filename")
+    PROGRAM_FIELD_NUMBER: _ClassVar[int]
+    FILENAME_FIELD_NUMBER: _ClassVar[int]
+    program: str
+    filename: str
+    def __init__(self, program: _Optional[str] = ..., filename: _Optional[str] = ...) -> None: ...
+
+class InstallResponse(_message.Message):
+    __slots__ = ("relations",)
+    RELATIONS_FIELD_NUMBER: _ClassVar[int]
+    relations: _containers.RepeatedCompositeFieldContainer[Relation]
+    def __init__(self, relations: _Optional[_Iterable[_Union[Relation, _Mapping]]] = ...) -> None: ...
+
+class SourceChanges(_message.Message):
+    __slots__ = ("source", "inserts", "deletes")
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    INSERTS_FIELD_NUMBER: _ClassVar[int]
+    DELETES_FIELD_NUMBER: _ClassVar[int]
+    source: str
+    inserts: _containers.RepeatedCompositeFieldContainer[Row]
+    deletes: _containers.RepeatedCompositeFieldContainer[Row]
+    def __init__(self, source: _Optional[str] = ..., inserts: _Optional[_Iterable[_Union[Row, _Mapping]]] = ..., deletes: _Optional[_Iterable[_Union[Row, _Mapping]]] = ...) -> None: ...
+
+class WriteRequest(_message.Message):
+    __slots__ = ("changes",)
+    CHANGES_FIELD_NUMBER: _ClassVar[int]
+    changes: _containers.RepeatedCompositeFieldContainer[SourceChanges]
+    def __init__(self, changes: _Optional[_Iterable[_Union[SourceChanges, _Mapping]]] = ...) -> None: ...
+
+class WriteResponse(_message.Message):
+    __slots__ = ("epoch",)
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    def __init__(self, epoch: _Optional[int] = ...) -> None: ...
+
+class LookupRequest(_message.Message):
+    __slots__ = ("view", "keys", "min_epoch")
+    VIEW_FIELD_NUMBER: _ClassVar[int]
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    MIN_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    view: str
+    keys: _containers.RepeatedCompositeFieldContainer[Row]
+    min_epoch: int
+    def __init__(self, view: _Optional[str] = ..., keys: _Optional[_Iterable[_Union[Row, _Mapping]]] = ..., min_epoch: _Optional[int] = ...) -> None: ...
+
+class KeyRows(_message.Message):
+    __slots__ = ("rows",)
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    rows: _containers.RepeatedCompositeFieldContainer[Row]
+    def __init__(self, rows: _Optional[_Iterable[_Union[Row, _Mapping]]] = ...) -> None: ...
+
+class LookupResponse(_message.Message):
+    __slots__ = ("results", "epoch")
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[KeyRows]
+    epoch: int
+    def __init__(self, results: _Optional[_Iterable[_Union[KeyRows, _Mapping]]] = ..., epoch: _Optional[int] = ...) -> None: ...
+
+class DescribeRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class DescribeResponse(_message.Message):
+    __slots__ = ("program", "relations")
+    PROGRAM_FIELD_NUMBER: _ClassVar[int]
+    RELATIONS_FIELD_NUMBER: _ClassVar[int]
+    program: str
+    relations: _containers.RepeatedCompositeFieldContainer[Relation]
+    def __init__(self, program: _Optional[str] = ..., relations: _Optional[_Iterable[_Union[Relation, _Mapping]]] = ...) -> None: ...
+
+class StatsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ReaderStats(_message.Message):
+    __slots__ = ("view", "key", "partial", "present_keys")
+    VIEW_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    PARTIAL_FIELD_NUMBER: _ClassVar[int]
+    PRESENT_KEYS_FIELD_NUMBER: _ClassVar[int]
+    view: str
+    key: _containers.RepeatedScalarFieldContainer[str]
+    partial: bool
+    present_keys: int
+    def __init__(self, view: _Optional[str] = ..., key: _Optional[_Iterable[str]] = ..., partial: _Optional[bool] = ..., present_keys: _Optional[int] = ...) -> None: ...
+
+class StatsResponse(_message.Message):
+    __slots__ = ("applied_epoch", "durable_epoch", "flushed_epoch", "upqueries", "spark_jobs", "dropped_deltas", "readers")
+    APPLIED_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    DURABLE_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    FLUSHED_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    UPQUERIES_FIELD_NUMBER: _ClassVar[int]
+    SPARK_JOBS_FIELD_NUMBER: _ClassVar[int]
+    DROPPED_DELTAS_FIELD_NUMBER: _ClassVar[int]
+    READERS_FIELD_NUMBER: _ClassVar[int]
+    applied_epoch: int
+    durable_epoch: int
+    flushed_epoch: int
+    upqueries: int
+    spark_jobs: int
+    dropped_deltas: int
+    readers: _containers.RepeatedCompositeFieldContainer[ReaderStats]
+    def __init__(self, applied_epoch: _Optional[int] = ..., durable_epoch: _Optional[int] = ..., flushed_epoch: _Optional[int] = ..., upqueries: _Optional[int] = ..., spark_jobs: _Optional[int] = ..., dropped_deltas: _Optional[int] = ..., readers: _Optional[_Iterable[_Union[ReaderStats, _Mapping]]] = ...) -> None: ...
