@@ -1,0 +1,27 @@
+"""The pomoview Python client: `Client` (blocking) and `AsyncClient` (asyncio)."""
+
+from .aio import AsyncClient
+from .client import Client
+from .errors import (
+    DeadlineExceeded,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    OutOfRange,
+    PomoviewError,
+    Unavailable,
+)
+from .values import Cid
+
+__all__ = [
+    "AsyncClient",
+    "Cid",
+    "Client",
+    "DeadlineExceeded",
+    "FailedPrecondition",
+    "InvalidArgument",
+    "NotFound",
+    "OutOfRange",
+    "PomoviewError",
+    "Unavailable",
+]

@@ -1,0 +1,118 @@
+"""The asyncio Python client: `Client`'s methods as coroutines, over `grpc.aio`."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from types import TracebackType
+from typing import Any, TypeVar
+
+import grpc
+import grpc.aio
+from pomoview.proto.pomoview.v1 import view_service_pb2 as pb
+from pomoview.proto.pomoview.v1 import view_service_pb2_grpc as pb_grpc
+
+from . import messages
+from .errors import Unavailable, from_rpc_error
+
+_Resp = TypeVar("_Resp")
+
+
+class AsyncClient:
+    """An asyncio connection to a pomoview server; use as `async with`.
+
+    Create it inside the event loop that will use it (grpc.aio binds the channel to
+    the running loop). Arguments and errors are as for `Client`.
+    """
+
+    def __init__(
+        self,
+        address: str,
+        *,
+        timeout: float | None = 60.0,
+        credentials: grpc.ChannelCredentials | None = None,
+    ) -> None:
+        self.address = address
+        self.timeout = timeout
+        if credentials is None:
+            self._channel = grpc.aio.insecure_channel(address)
+        else:
+            self._channel = grpc.aio.secure_channel(address, credentials)
+        self._stub = pb_grpc.ViewServiceStub(self._channel)
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Closes the channel; calls after this fail."""
+        await self._channel.close()
+
+    async def _call(self, method: Callable[..., Awaitable[_Resp]], request: Any) -> _Resp:
+        try:
+            return await method(request, timeout=self.timeout)
+        except grpc.RpcError as err:
+            raise from_rpc_error(err) from err
+
+    async def wait_ready(self, timeout: float) -> None:
+        """Waits until the channel is connected; raises Unavailable after `timeout` s."""
+        try:
+            await asyncio.wait_for(self._channel.channel_ready(), timeout)
+        except TimeoutError:
+            raise Unavailable(
+                f"pomoview server at {self.address} not ready after {timeout}s"
+            ) from None
+
+    async def install(self, text: str, filename: str = "<program>") -> list[dict[str, object]]:
+        """Installs a PomoLogic program; returns its relations as dicts."""
+        resp = await self._call(self._stub.Install, messages.install_request(text, filename))
+        return messages.install_result(resp)
+
+    async def write(
+        self,
+        source: str,
+        insert: Iterable[Mapping[str, object]] = (),
+        delete: Iterable[Mapping[str, object]] = (),
+    ) -> int:
+        """Writes one batch over one source; returns the epoch it committed as."""
+        return await self.write_batch({source: (insert, delete)})
+
+    async def write_batch(self, changes: messages.Changes) -> int:
+        """Writes one atomic batch over several sources: {source: (inserts, deletes)}."""
+        req = messages.write_request(changes)
+        resp: pb.WriteResponse = await self._call(self._stub.Write, req)
+        return resp.epoch
+
+    async def lookup(
+        self, view: str, key: Mapping[str, object], min_epoch: int | None = None
+    ) -> list[dict[str, object]]:
+        """Returns the rows of `view` matching `key`, reflecting at least `min_epoch`."""
+        return (await self.lookup_many(view, [key], min_epoch))[0]
+
+    async def lookup_many(
+        self,
+        view: str,
+        keys: Sequence[Mapping[str, object]],
+        min_epoch: int | None = None,
+    ) -> list[list[dict[str, object]]]:
+        """Returns, per key in order, the rows of `view` matching it."""
+        if not keys:
+            return []
+        req = messages.lookup_request(view, keys, min_epoch)
+        return messages.lookup_result(await self._call(self._stub.Lookup, req), len(keys))
+
+    async def describe(self) -> dict[str, object]:
+        """Returns {program, relations} of the installed program."""
+        resp = await self._call(self._stub.Describe, pb.DescribeRequest())
+        return messages.describe_result(resp)
+
+    async def stats(self) -> dict[str, object]:
+        """Returns the server's counters and readers (see `StatsResponse`)."""
+        return messages.stats_result(await self._call(self._stub.Stats, pb.StatsRequest()))

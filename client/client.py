@@ -1,0 +1,117 @@
+"""The blocking Python client (DESIGN §5)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import TracebackType
+from typing import Any, TypeVar
+
+import grpc
+from pomoview.proto.pomoview.v1 import view_service_pb2 as pb
+from pomoview.proto.pomoview.v1 import view_service_pb2_grpc as pb_grpc
+
+from . import messages
+from .errors import Unavailable, from_rpc_error
+
+_Resp = TypeVar("_Resp")
+
+
+class Client:
+    """A connection to a pomoview server; use as a context manager to close it.
+
+    `timeout` is the per-call deadline in seconds (None: wait forever). Every RPC
+    failure is raised as a `PomoviewError` subclass chosen by its status code.
+    `credentials`, when given, makes the channel TLS.
+    """
+
+    def __init__(
+        self,
+        address: str,
+        *,
+        timeout: float | None = 60.0,
+        credentials: grpc.ChannelCredentials | None = None,
+    ) -> None:
+        self.address = address
+        self.timeout = timeout
+        if credentials is None:
+            self._channel = grpc.insecure_channel(address)
+        else:
+            self._channel = grpc.secure_channel(address, credentials)
+        self._stub = pb_grpc.ViewServiceStub(self._channel)
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Closes the channel; calls after this fail."""
+        self._channel.close()
+
+    def _call(self, method: Callable[..., _Resp], request: Any) -> _Resp:
+        try:
+            return method(request, timeout=self.timeout)
+        except grpc.RpcError as err:
+            raise from_rpc_error(err) from err
+
+    def wait_ready(self, timeout: float) -> None:
+        """Blocks until the channel is connected; raises Unavailable after `timeout` s."""
+        try:
+            grpc.channel_ready_future(self._channel).result(timeout=timeout)
+        except grpc.FutureTimeoutError:
+            raise Unavailable(
+                f"pomoview server at {self.address} not ready after {timeout}s"
+            ) from None
+
+    def install(self, text: str, filename: str = "<program>") -> list[dict[str, object]]:
+        """Installs a PomoLogic program; returns its relations as dicts
+        {name, kind, is_view, key, attributes: [{name, type}]}."""
+        resp = self._call(self._stub.Install, messages.install_request(text, filename))
+        return messages.install_result(resp)
+
+    def write(
+        self,
+        source: str,
+        insert: Iterable[Mapping[str, object]] = (),
+        delete: Iterable[Mapping[str, object]] = (),
+    ) -> int:
+        """Writes one batch over one source; returns the epoch it committed as."""
+        return self.write_batch({source: (insert, delete)})
+
+    def write_batch(self, changes: messages.Changes) -> int:
+        """Writes one atomic batch over several sources: {source: (inserts, deletes)}."""
+        resp: pb.WriteResponse = self._call(self._stub.Write, messages.write_request(changes))
+        return resp.epoch
+
+    def lookup(
+        self, view: str, key: Mapping[str, object], min_epoch: int | None = None
+    ) -> list[dict[str, object]]:
+        """Returns the rows of `view` matching `key`, reflecting at least `min_epoch`."""
+        return self.lookup_many(view, [key], min_epoch)[0]
+
+    def lookup_many(
+        self,
+        view: str,
+        keys: Sequence[Mapping[str, object]],
+        min_epoch: int | None = None,
+    ) -> list[list[dict[str, object]]]:
+        """Returns, per key in order, the rows of `view` matching it."""
+        if not keys:
+            # The keys' attributes select the reader; with none there is nothing to ask.
+            return []
+        req = messages.lookup_request(view, keys, min_epoch)
+        return messages.lookup_result(self._call(self._stub.Lookup, req), len(keys))
+
+    def describe(self) -> dict[str, object]:
+        """Returns {program, relations} of the installed program."""
+        return messages.describe_result(self._call(self._stub.Describe, pb.DescribeRequest()))
+
+    def stats(self) -> dict[str, object]:
+        """Returns the server's counters and readers (see `StatsResponse`)."""
+        return messages.stats_result(self._call(self._stub.Stats, pb.StatsRequest()))

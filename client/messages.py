@@ -1,0 +1,97 @@
+"""Request builders and response readers shared by `Client` and `AsyncClient`.
+
+Keeping them here means the sync and asyncio clients differ only in how they call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+import grpc
+from pomoview.proto.pomoview.v1 import view_service_pb2 as pb
+
+from .errors import PomoviewError
+from .values import dict_to_row, row_to_dict
+
+Changes = Mapping[str, tuple[Iterable[Mapping[str, object]], Iterable[Mapping[str, object]]]]
+
+
+def relation_to_dict(rel: pb.Relation) -> dict[str, object]:
+    """Returns a `Relation` as {name, kind, is_view, key, attributes: [{name, type}]}."""
+    return {
+        "name": rel.name,
+        "kind": rel.kind,
+        "is_view": rel.is_view,
+        "key": list(rel.key),
+        "attributes": [{"name": a.name, "type": a.type} for a in rel.attributes],
+    }
+
+
+def install_request(text: str, filename: str) -> pb.InstallRequest:
+    """Returns the request installing program `text`."""
+    return pb.InstallRequest(program=text, filename=filename)
+
+
+def install_result(resp: pb.InstallResponse) -> list[dict[str, object]]:
+    """Returns the installed relations as dicts."""
+    return [relation_to_dict(r) for r in resp.relations]
+
+
+def write_request(changes: Changes) -> pb.WriteRequest:
+    """Returns one atomic batch: per source, its inserted and deleted rows."""
+    req = pb.WriteRequest()
+    for source, (inserts, deletes) in changes.items():
+        sc = req.changes.add(source=source)
+        sc.inserts.extend(dict_to_row(r) for r in inserts)
+        sc.deletes.extend(dict_to_row(r) for r in deletes)
+    return req
+
+
+def lookup_request(
+    view: str, keys: Sequence[Mapping[str, object]], min_epoch: int | None
+) -> pb.LookupRequest:
+    """Returns a lookup of `keys` in `view`; `min_epoch` is sent only when given."""
+    req = pb.LookupRequest(view=view, keys=[dict_to_row(k) for k in keys])
+    if min_epoch is not None:
+        if min_epoch < 0:
+            raise ValueError(f"min_epoch must be >= 0, got {min_epoch}")
+        req.min_epoch = min_epoch
+    return req
+
+
+def lookup_result(resp: pb.LookupResponse, n_keys: int) -> list[list[dict[str, object]]]:
+    """Returns the rows per key, checking the server answered every key."""
+    if len(resp.results) != n_keys:
+        # A mismatch would silently pair rows with the wrong keys; refuse it.
+        raise PomoviewError(
+            f"server returned {len(resp.results)} results for {n_keys} keys",
+            grpc.StatusCode.INTERNAL,
+        )
+    return [[row_to_dict(r) for r in kr.rows] for kr in resp.results]
+
+
+def describe_result(resp: pb.DescribeResponse) -> dict[str, object]:
+    """Returns {program, relations}."""
+    return {"program": resp.program, "relations": [relation_to_dict(r) for r in resp.relations]}
+
+
+def stats_result(resp: pb.StatsResponse) -> dict[str, object]:
+    """Returns the `StatsResponse` fields as a dict; `readers` as a list of dicts."""
+    # Spelled out rather than json_format.MessageToDict, which renders uint64 as strings.
+    return {
+        "applied_epoch": resp.applied_epoch,
+        "durable_epoch": resp.durable_epoch,
+        "flushed_epoch": resp.flushed_epoch,
+        "upqueries": resp.upqueries,
+        "spark_jobs": resp.spark_jobs,
+        "dropped_deltas": resp.dropped_deltas,
+        "readers": [
+            {
+                "view": r.view,
+                "key": list(r.key),
+                "partial": r.partial,
+                "present_keys": r.present_keys,
+            }
+            for r in resp.readers
+        ],
+    }

@@ -1,0 +1,75 @@
+"""The node interface every PomoFlow operator implements.
+
+A circuit moves in two directions:
+
+* forward, `on_delta(port, delta)`: a write's delta arrives on an input port and
+  the node returns its output delta. A stateful node that meets a missing key
+  drops that part of the delta (and counts it): the sources keep the data.
+* backward, `query(cols, keys)`: the node returns its whole current output
+  restricted to rows whose `cols` values are in `keys` (an upquery). A partial
+  node fills the missing keys first, asking its inputs in turn; a full node
+  answers from its state; a stateless node translates the request to its inputs.
+
+Both run only on the dataflow thread, between epochs, so an upquery answer is
+a snapshot of the current epoch (Noria invariant 3).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass
+
+from .keyed_state import Key, Row
+from .zset import ZSet
+
+# (source name, attribute names, keys) -> the source's present tuples whose
+# attributes equal one of the keys, at the current epoch. An empty attribute
+# list with the key () asks for the whole source.
+Fetch = Callable[[str, tuple[str, ...], list[Key]], Iterable[Row]]
+
+
+@dataclass
+class Metrics:
+    """Counters shared by the nodes of one circuit."""
+
+    dropped: int = 0
+    filled_keys: int = 0
+    fetches: int = 0
+
+
+def project(row: Row, cols: tuple[int, ...]) -> Key:
+    return tuple(row[c] for c in cols)
+
+
+def select_keys(rows: ZSet[Row], cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
+    if not cols:
+        return rows
+    wanted = keys if isinstance(keys, (set, frozenset)) else set(keys)
+    return rows.filter(lambda row: project(row, cols) in wanted)
+
+
+class Node:
+    """A vertex of a circuit: N inputs, one output stream."""
+
+    stateful = False
+
+    def __init__(self, schema: tuple[str, ...], inputs: tuple[Node, ...] = ()) -> None:
+        self.schema = schema
+        self.inputs = inputs
+        self.metrics = Metrics()
+
+    def on_delta(self, port: int, delta: ZSet[Row]) -> ZSet[Row]:
+        raise NotImplementedError
+
+    def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
+        raise NotImplementedError
+
+    def hydrate(self) -> None:
+        """Loads a full state from the inputs; called once, inputs first."""
+
+    @property
+    def partial(self) -> bool:
+        return False
+
+    def describe(self) -> str:
+        return f"{type(self).__name__}{self.schema}"

@@ -1,0 +1,72 @@
+"""Distinct: turns a multiset stream into the stream of a set (PomoFlow §2.9.3, §2.9.18).
+
+Contract:
+- Output: +1 when a row's multiplicity becomes positive, -1 when it stops being
+  positive. Not linear.
+- State: each row's multiplicity, indexed by the key columns.
+- Partial mode: a delta whose key is missing is dropped; an upquery asks the
+  input for the missing keys and keeps the multiplicities.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from ..keyed_state import Key, KeyedState, Row
+from ..node import Node, project, select_keys
+from ..zset import ZSet
+
+
+class Distinct(Node):
+    stateful = True
+
+    def __init__(self, parent: Node, key_cols: tuple[int, ...], *, partial: bool) -> None:
+        super().__init__(parent.schema, (parent,))
+        self.key_cols = key_cols
+        self.state = KeyedState(partial=partial)
+
+    @property
+    def partial(self) -> bool:
+        return self.state.partial
+
+    def on_delta(self, port: int, delta: ZSet[Row]) -> ZSet[Row]:
+        out: ZSet[Row] = ZSet()
+        for row, weight in delta.items():
+            key = project(row, self.key_cols)
+            group = self.state.get(key)
+            if group is None:
+                self.metrics.dropped += 1
+                continue
+            old = group.get(row, 0)
+            self.state.add(key, row, weight)
+            new = old + weight
+            if old <= 0 < new:
+                out.add(row, 1)
+            elif new <= 0 < old:
+                out.add(row, -1)
+        return out
+
+    def hydrate(self) -> None:
+        if self.partial:
+            return
+        for row, weight in self.inputs[0].query((), [()]).items():
+            self.state.add(project(row, self.key_cols), row, weight)
+
+    def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
+        if not self.partial:
+            return select_keys(self.state.as_zset().distinct(), cols, set(keys))
+        assert cols == self.key_cols, f"partial distinct queried on {cols}, keyed on {self.key_cols}"
+        missing = self.state.missing(keys)
+        if missing:
+            got: dict[Key, list[tuple[Row, int]]] = {k: [] for k in missing}
+            for row, weight in self.inputs[0].query(cols, missing).items():
+                got[project(row, cols)].append((row, weight))
+            for key, rows in got.items():
+                self.state.fill(key, rows)
+            self.metrics.filled_keys += len(missing)
+        out: ZSet[Row] = ZSet()
+        for key in dict.fromkeys(keys):
+            for row, weight in (self.state.get(key) or {}).items():
+                if weight > 0:
+                    out.add(row, 1)
+        return out

@@ -1,0 +1,83 @@
+"""Map: builds each output row from input columns and constants (PomoFlow §2.9.7).
+
+Used for projection, renaming and constant head attributes. Contract: linear,
+stateless; rows that collide after projection add their weights. An upquery on
+output columns is translated to the input columns they copy; output columns
+that are constants filter the keys instead, and a request left with no input
+columns asks the input for everything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+
+from ..keyed_state import Key, Row
+from ..node import Node, select_keys
+from ..zset import ZSet
+
+
+class Column:
+    """Copies input column `index`."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+
+    def __repr__(self) -> str:
+        return f"Column({self.index})"
+
+
+class Constant:
+    __slots__ = ("value",)
+
+    def __init__(self, value: object) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        return f"Constant({self.value!r})"
+
+
+Output = Column | Constant
+
+
+class Map(Node):
+    def __init__(self, parent: Node, schema: tuple[str, ...], outputs: Sequence[Output]) -> None:
+        assert len(schema) == len(outputs)
+        super().__init__(schema, (parent,))
+        self.outputs = tuple(outputs)
+
+    def apply(self, row: Row) -> Row:
+        return tuple(o.value if isinstance(o, Constant) else row[o.index] for o in self.outputs)
+
+    def on_delta(self, port: int, delta: ZSet[Row]) -> ZSet[Row]:
+        return delta.map(self.apply)
+
+    def translate(self, cols: tuple[int, ...]) -> tuple[int, ...]:
+        """The input columns an upquery on output `cols` asks for (constants dropped)."""
+        parent_cols: list[int] = []
+        for c in cols:
+            out = self.outputs[c]
+            if isinstance(out, Column) and out.index not in parent_cols:
+                parent_cols.append(out.index)
+        return tuple(parent_cols)
+
+    def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
+        parent_cols = self.translate(cols)
+        parent_keys: set[Key] = set()
+        for key in keys:
+            if any(
+                isinstance(self.outputs[c], Constant) and self.outputs[c].value != v  # type: ignore[union-attr]
+                for c, v in zip(cols, key, strict=True)
+            ):
+                continue
+            by_col = {self.outputs[c].index: v for c, v in zip(cols, key, strict=True)  # type: ignore[union-attr]
+                      if isinstance(self.outputs[c], Column)}
+            parent_keys.add(tuple(by_col[pc] for pc in parent_cols))
+        if not parent_keys:
+            return ZSet()
+        rows = self.inputs[0].query(parent_cols, parent_keys).map(self.apply)
+        return select_keys(rows, cols, set(keys))
+
+    def describe(self) -> str:
+        return f"Map{self.schema}"

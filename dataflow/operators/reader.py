@@ -1,0 +1,66 @@
+"""Reader: the state a view's lookups are answered from, keyed by the lookup columns.
+
+Contract:
+- Input: the view's set delta. Output: none (a sink).
+- State: the view's rows, indexed by the key columns.
+- Partial mode: deltas for missing keys are dropped; a lookup that misses
+  upqueries the input for the missing keys and keeps the answer.
+- Full mode (no key columns, or no key provenance): hydrated at build time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..keyed_state import Key, KeyedState, Row
+from ..node import Node, project
+from ..zset import ZSet
+
+
+class Reader(Node):
+    stateful = True
+
+    def __init__(self, parent: Node, key_cols: tuple[int, ...], *, partial: bool) -> None:
+        super().__init__(parent.schema, (parent,))
+        self.key_cols = key_cols
+        self.state = KeyedState(partial=partial)
+
+    @property
+    def partial(self) -> bool:
+        return self.state.partial
+
+    def on_delta(self, port: int, delta: ZSet[Row]) -> ZSet[Row]:
+        for row, weight in delta.items():
+            if not self.state.add(project(row, self.key_cols), row, weight):
+                self.metrics.dropped += 1
+        return ZSet()
+
+    def hydrate(self) -> None:
+        if self.partial:
+            return
+        for row, weight in self.inputs[0].query((), [()]).items():
+            self.state.add(project(row, self.key_cols), row, weight)
+
+    def missing(self, keys: Sequence[Key]) -> list[Key]:
+        return self.state.missing(keys)
+
+    def fill(self, keys: Sequence[Key]) -> None:
+        """Upqueries the input for `keys` (all missing) and marks them present."""
+        got: dict[Key, list[tuple[Row, int]]] = {k: [] for k in keys}
+        for row, weight in self.inputs[0].query(self.key_cols, keys).items():
+            got[project(row, self.key_cols)].append((row, weight))
+        for key, rows in got.items():
+            self.state.fill(key, rows)
+        self.metrics.filled_keys += len(keys)
+
+    def read(self, key: Key) -> list[Row] | None:
+        """The view's rows for `key`, or None when the key is missing."""
+        group = self.state.get(key)
+        if group is None:
+            return None
+        # Invariant: the reader holds a set (a Distinct feeds it).
+        assert all(w == 1 for w in group.values()), f"reader multiset at {key!r}: {group}"
+        return list(group)
+
+    def query(self, cols: tuple[int, ...], keys: Sequence[Key]) -> ZSet[Row]:
+        raise AssertionError("a reader is a sink; nothing upqueries it")

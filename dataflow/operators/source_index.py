@@ -1,0 +1,96 @@
+"""SourceIndex: an in-memory slice of a base relation, keyed by some of its columns.
+
+Contract:
+- Input: the write batch's operations on the source, as a ZSet of tuples with
+  weight +1 (insert) or -1 (delete). Output: the exact set delta, so that
+  inserting a present tuple or deleting an absent one emits nothing.
+- Not linear: the output depends on which tuples are present.
+- State: the present tuples of each key (the key columns' values).
+- Missing key: the operation is dropped (the source store keeps it); an upquery
+  for the key fetches the tuples present now through the `Fetch` callback.
+- Full mode: hydrated with one fetch of the whole source.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from ..keyed_state import Key, KeyedState, Row
+from ..node import Fetch, Node, project, select_keys
+from ..zset import ZSet
+
+
+class SourceIndex(Node):
+    stateful = True
+
+    def __init__(
+        self,
+        source: str,
+        attributes: tuple[str, ...],
+        key_cols: tuple[int, ...],
+        fetch: Fetch,
+        *,
+        partial: bool,
+    ) -> None:
+        super().__init__(attributes)
+        self.source = source
+        self.key_cols = key_cols
+        self.fetch = fetch
+        self.state = KeyedState(partial=partial)
+
+    @property
+    def partial(self) -> bool:
+        return self.state.partial
+
+    def on_delta(self, port: int, delta: ZSet[Row]) -> ZSet[Row]:
+        out: ZSet[Row] = ZSet()
+        for row, op in delta.items():
+            key = project(row, self.key_cols)
+            group = self.state.get(key)
+            if group is None:
+                self.metrics.dropped += 1
+                continue
+            present = group.get(row, 0) > 0
+            if op > 0 and not present:
+                self.state.add(key, row, 1)
+                out.add(row, 1)
+            elif op < 0 and present:
+                self.state.add(key, row, -1)
+                out.add(row, -1)
+        return out
+
+    def hydrate(self) -> None:
+        if self.state.partial:
+            return
+        self.metrics.fetches += 1
+        for row in self.fetch(self.source, (), [()]):
+            self.state.add(project(row, self.key_cols), row, 1)
+
+    def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
+        if not self.state.partial:
+            return select_keys(self.state.as_zset(), cols, keys)
+        assert cols == self.key_cols, f"{self.describe()}: query on {cols}, keyed on {self.key_cols}"
+        missing = self.state.missing(keys)
+        if missing:
+            names = tuple(self.schema[c] for c in cols)
+            self.metrics.fetches += 1
+            fetched: dict[Key, list[tuple[Row, int]]] = {k: [] for k in missing}
+            for row in self.fetch(self.source, names, missing):
+                bucket = fetched.get(project(row, cols))
+                if bucket is not None:
+                    bucket.append((tuple(row), 1))
+            for key, rows in fetched.items():
+                self.state.fill(key, rows)
+            self.metrics.filled_keys += len(missing)
+        out: ZSet[Row] = ZSet()
+        for key in dict.fromkeys(keys):
+            group = self.state.get(key)
+            assert group is not None
+            for row, weight in group.items():
+                out.add(row, weight)
+        return out
+
+    def describe(self) -> str:
+        mode = "partial" if self.partial else "full"
+        keys = tuple(self.schema[c] for c in self.key_cols)
+        return f"SourceIndex({self.source} by {keys}, {mode})"

@@ -1,0 +1,101 @@
+"""The PomoLogic AST. Every node keeps the position it was parsed at."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .errors import Position
+
+Constant = int | float | str | bool
+
+
+@dataclass(frozen=True)
+class Variable:
+    name: str
+    position: Position
+
+
+@dataclass(frozen=True)
+class Literal:
+    value: Constant
+    position: Position
+
+
+Term = Variable | Literal
+
+
+@dataclass(frozen=True)
+class Arg:
+    attribute: str
+    term: Term
+    position: Position
+
+
+@dataclass(frozen=True)
+class Atom:
+    relation: str
+    args: tuple[Arg, ...]
+    position: Position
+
+
+@dataclass(frozen=True)
+class Negation:
+    atom: Atom
+    position: Position
+
+
+@dataclass(frozen=True)
+class CidBinding:
+    variable: Variable
+    atom: Atom
+    position: Position
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    result: Variable
+    function: str
+    arguments: tuple[Variable, ...]
+    atom: Atom
+    position: Position
+
+
+@dataclass(frozen=True)
+class Constraint:
+    left: Term
+    op: str
+    right: Term
+    position: Position
+
+
+BodyLiteral = Atom | Negation | CidBinding | Aggregate | Constraint
+
+
+@dataclass(frozen=True)
+class Rule:
+    head: Atom
+    inductive: bool
+    body: tuple[BodyLiteral, ...]
+    position: Position
+
+
+@dataclass(frozen=True)
+class SourceDecl:
+    name: str
+    attributes: tuple[tuple[str, str, Position], ...]
+    transient: bool
+    position: Position
+
+
+@dataclass(frozen=True)
+class ViewDecl:
+    name: str
+    key: tuple[str, ...]
+    position: Position
+
+
+@dataclass
+class Program:
+    sources: list[SourceDecl] = field(default_factory=list)
+    views: list[ViewDecl] = field(default_factory=list)
+    rules: list[Rule] = field(default_factory=list)

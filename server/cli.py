@@ -1,0 +1,315 @@
+"""The `pomoview` command line: `serve`, `install`, `write`, `lookup`, `stats`.
+
+Only the standard library and `pomoview.client` are imported at module level: a
+client-only install has no pyspark or lark, and `serve` imports the server lazily.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import re
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from pomoview.client import Cid, Client, PomoviewError, Unavailable
+from pomoview.client.values import dict_to_row
+
+DEFAULT_ADDRESS = "127.0.0.1:7878"
+
+# JSON has no bytes or CIDs; these one-key objects stand for them in and out.
+BYTES_TAG = "$bytes"
+CID_TAG = "$cid"
+
+_INT_RE = re.compile(r"[+-]?\d+")
+_FLOAT_RE = re.compile(r"[+-]?(\d+\.\d*|\.\d+|\d+(\.\d*)?[eE][+-]?\d+)")
+
+
+class UsageError(Exception):
+    """Bad command-line input; reported like an argparse error (exit status 2)."""
+
+
+# ---------------------------------------------------------------- value parsing
+
+
+def _decode_json_value(name: str, value: object) -> object:
+    """Turns a tagged object ({"$bytes": base64} / {"$cid": text}) into bytes / Cid."""
+    if isinstance(value, dict) and len(value) == 1:
+        ((tag, inner),) = value.items()
+        if tag == BYTES_TAG and isinstance(inner, str):
+            try:
+                return base64.b64decode(inner, validate=True)
+            except ValueError:
+                raise UsageError(f"attribute {name!r}: invalid base64 in {BYTES_TAG}") from None
+        if tag == CID_TAG and isinstance(inner, str):
+            return Cid(inner)
+    if isinstance(value, dict | list) or value is None:
+        raise UsageError(f"attribute {name!r}: unsupported JSON value {json.dumps(value)}")
+    return value
+
+
+def checked_row(row: dict[str, object], where: str) -> dict[str, object]:
+    """Returns `row` once the client can encode it (e.g. ints within int64)."""
+    try:
+        dict_to_row(row)
+    except (TypeError, ValueError) as err:
+        raise UsageError(f"{where}: {err}") from None
+    return row
+
+
+def _row_from_json_object(obj: object, where: str) -> dict[str, object]:
+    if not isinstance(obj, dict):
+        raise UsageError(f"{where}: expected a JSON object, got {json.dumps(obj)}")
+    return checked_row({name: _decode_json_value(name, v) for name, v in obj.items()}, where)
+
+
+def parse_json_row(text: str, where: str) -> dict[str, object]:
+    """Parses one JSON object into a row; integers stay ints, floats floats."""
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise UsageError(f"{where}: invalid JSON: {err}") from None
+    return _row_from_json_object(obj, where)
+
+
+def parse_scalar(text: str) -> object:
+    """Parses a `name=value` value: int, float, true/false, "quoted" or bare string."""
+    if _INT_RE.fullmatch(text):
+        return int(text)
+    if _FLOAT_RE.fullmatch(text):
+        return float(text)
+    if text in ("true", "false"):
+        return text == "true"
+    if len(text) >= 2 and text[0] == text[-1] == '"':
+        # Lets a string that looks like a number be written, e.g. code="007".
+        try:
+            decoded = json.loads(text)
+        except json.JSONDecodeError:
+            return text
+        return decoded if isinstance(decoded, str) else text
+    return text
+
+
+def parse_key(args: Sequence[str]) -> dict[str, object]:
+    """Parses a lookup key: one JSON object, or `name=value` pairs."""
+    if len(args) == 1 and args[0].lstrip().startswith("{"):
+        return parse_json_row(args[0], "key")
+    key: dict[str, object] = {}
+    for arg in args:
+        name, sep, value = arg.partition("=")
+        if not sep or not name:
+            raise UsageError(f"key: expected a JSON object or name=value pairs, got {arg!r}")
+        if name in key:
+            raise UsageError(f"key: attribute {name!r} given twice")
+        key[name] = parse_scalar(value)
+    return checked_row(key, "key")
+
+
+def read_changes_file(path: Path) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
+    """Reads JSON lines: {"insert": row}, {"delete": row}, or a bare row (an insert)."""
+    inserts: list[dict[str, object]] = []
+    deletes: list[dict[str, object]] = []
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as err:
+        raise UsageError(f"cannot read {path}: {err.strerror}") from None
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{n}"
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise UsageError(f"{where}: invalid JSON: {err}") from None
+        if isinstance(obj, dict) and len(obj) == 1 and "insert" in obj:
+            inserts.append(_row_from_json_object(obj["insert"], where))
+        elif isinstance(obj, dict) and len(obj) == 1 and "delete" in obj:
+            deletes.append(_row_from_json_object(obj["delete"], where))
+        else:
+            inserts.append(_row_from_json_object(obj, where))
+    return inserts, deletes
+
+
+def _to_json(value: object) -> object:
+    """json.dumps default hook: bytes and Cid become their tagged objects."""
+    if isinstance(value, bytes):
+        return {BYTES_TAG: base64.b64encode(value).decode("ascii")}
+    raise TypeError(f"cannot render {type(value).__name__} as JSON")
+
+
+def row_to_json(row: dict[str, object]) -> str:
+    """Renders a row as one JSON line with sorted keys."""
+    tagged = {k: {CID_TAG: str(v)} if isinstance(v, Cid) else v for k, v in row.items()}
+    return json.dumps(tagged, sort_keys=True, default=_to_json)
+
+
+def format_relation(rel: dict[str, object]) -> str:
+    """One line per relation, e.g. `view v(id: int, n: int) key (id)`."""
+    attrs = rel["attributes"]
+    assert isinstance(attrs, list)
+    cols = ", ".join(f"{a['name']}: {a['type']}" for a in attrs)
+    kind = "view" if rel["is_view"] else str(rel["kind"])
+    line = f"{kind} {rel['name']}({cols})"
+    key = rel["key"]
+    if isinstance(key, list) and key:
+        line += f" key ({', '.join(str(k) for k in key)})"
+    return line
+
+
+# ---------------------------------------------------------------- subcommands
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Runs the server until SIGINT/SIGTERM."""
+    from pomoview.server.app import serve  # needs the server extra (pyspark, lark)
+
+    serve(
+        data_dir=Path(args.data),
+        host=args.host,
+        port=args.port,
+        program=Path(args.program) if args.program else None,
+        spark_master=args.spark_master,
+        flush_interval=args.flush_interval,
+    )
+    return 0
+
+
+def cmd_install(args: argparse.Namespace) -> int:
+    """Installs a program file and prints its relations."""
+    path = Path(args.file)
+    try:
+        text = path.read_text()
+    except OSError as err:
+        raise UsageError(f"cannot read {path}: {err.strerror}") from None
+    with Client(args.address) as db:
+        relations = db.install(text, filename=str(path))
+    for rel in relations:
+        print(format_relation(rel))
+    return 0
+
+
+def cmd_write(args: argparse.Namespace) -> int:
+    """Writes one batch over one source and prints its epoch."""
+    inserts = [parse_json_row(t, "--insert") for t in args.insert]
+    deletes = [parse_json_row(t, "--delete") for t in args.delete]
+    if args.file:
+        more_inserts, more_deletes = read_changes_file(Path(args.file))
+        inserts += more_inserts
+        deletes += more_deletes
+    with Client(args.address) as db:
+        epoch = db.write(args.source, insert=inserts, delete=deletes)
+    print(f"epoch {epoch}")
+    return 0
+
+
+def cmd_lookup(args: argparse.Namespace) -> int:
+    """Prints the rows matching a key, one JSON line each, in a deterministic order."""
+    key = parse_key(args.key)
+    with Client(args.address) as db:
+        rows = db.lookup(args.view, key, min_epoch=args.min_epoch)
+    for line in sorted(row_to_json(r) for r in rows):
+        print(line)
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    """Prints the server's stats as JSON."""
+    with Client(args.address) as db:
+        stats = db.stats()
+    print(json.dumps(stats, indent=2, sort_keys=True))
+    return 0
+
+
+# ---------------------------------------------------------------- parser
+
+
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Returns the parser; defaults read the environment at call time."""
+    parser = argparse.ArgumentParser(prog="pomoview", description="pomoview view server")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    client_opts = argparse.ArgumentParser(add_help=False)
+    client_opts.add_argument(
+        "--address",
+        default=os.environ.get("POMOVIEW_ADDRESS", DEFAULT_ADDRESS),
+        help="server host:port (env POMOVIEW_ADDRESS, default %(default)s)",
+    )
+
+    p = sub.add_parser("serve", help="run the server")
+    p.add_argument("--data", default=os.environ.get("POMOVIEW_DATA", "./data"),
+                   help="data directory (env POMOVIEW_DATA, default %(default)s)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=7878)
+    p.add_argument("--program", default=None, help="program file to install at start")
+    p.add_argument("--spark-master",
+                   default=os.environ.get("POMOVIEW_SPARK_MASTER", "local[*]"),
+                   help="Spark master URL (env POMOVIEW_SPARK_MASTER, default %(default)s)")
+    p.add_argument("--flush-interval", type=float, default=5.0, metavar="SECONDS")
+    p.set_defaults(handler=cmd_serve)
+
+    p = sub.add_parser("install", parents=[client_opts], help="install a program")
+    p.add_argument("file", metavar="FILE")
+    p.set_defaults(handler=cmd_install)
+
+    p = sub.add_parser("write", parents=[client_opts], help="write one batch to a source")
+    p.add_argument("source", metavar="SOURCE")
+    p.add_argument("--insert", action="append", default=[], metavar="JSON")
+    p.add_argument("--delete", action="append", default=[], metavar="JSON")
+    p.add_argument("--file", default=None, metavar="JSONL",
+                   help='JSON lines: {"insert": row}, {"delete": row} or a bare row')
+    p.set_defaults(handler=cmd_write)
+
+    p = sub.add_parser("lookup", parents=[client_opts], help="look up a view by key")
+    p.add_argument("view", metavar="VIEW")
+    p.add_argument("key", nargs="+", metavar="KEY",
+                   help="a JSON object, or name=value pairs")
+    p.add_argument("--min-epoch", type=_non_negative_int, default=None, metavar="N")
+    p.set_defaults(handler=cmd_lookup)
+
+    p = sub.add_parser("stats", parents=[client_opts], help="print server stats")
+    p.set_defaults(handler=cmd_stats)
+    return parser
+
+
+def _is_connect_failure(err: Unavailable) -> bool:
+    # grpc reports an unreachable server as UNAVAILABLE with this text; a server that
+    # answers UNAVAILABLE itself (e.g. Spark down) sends its own message instead.
+    text = err.details.lower()
+    return "failed to connect" in text or "connection refused" in text
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs the `pomoview` command; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)  # exits with status 2 on usage errors
+    handler: Callable[[argparse.Namespace], int] = args.handler
+    try:
+        return handler(args)
+    except UsageError as err:
+        parser.print_usage(sys.stderr)
+        print(f"pomoview: error: {err}", file=sys.stderr)
+        return 2
+    except Unavailable as err:
+        if _is_connect_failure(err):
+            print(f"error: cannot connect to pomoview server at {args.address}: {err}",
+                  file=sys.stderr)
+        else:
+            print(f"error: {err.code.name}: {err}", file=sys.stderr)
+        return 1
+    except PomoviewError as err:
+        print(f"error: {err.code.name}: {err}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

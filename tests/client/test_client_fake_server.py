@@ -1,0 +1,474 @@
+"""Client, AsyncClient and the CLI against a real in-process gRPC server.
+
+The servicer here is a test double: it records requests and returns canned answers,
+aborting with specific status codes for specific inputs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import sys
+import threading
+import time
+import types
+from collections.abc import Iterator
+from concurrent import futures
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from pomoview.client import (
+    AsyncClient,
+    Cid,
+    Client,
+    DeadlineExceeded,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    OutOfRange,
+    PomoviewError,
+    Unavailable,
+)
+from pomoview.client.values import dict_to_row, row_to_dict
+from pomoview.proto.pomoview.v1 import view_service_pb2 as pb
+from pomoview.proto.pomoview.v1 import view_service_pb2_grpc as pb_grpc
+from pomoview.server.cli import main
+
+RELATIONS = [
+    pb.Relation(
+        name="vote",
+        kind="source",
+        attributes=[pb.Attribute(name="article_id", type="int"),
+                    pb.Attribute(name="user_id", type="int")],
+    ),
+    pb.Relation(
+        name="articleWithVotes",
+        kind="derived",
+        is_view=True,
+        key=["id"],
+        attributes=[pb.Attribute(name="id", type="int"),
+                    pb.Attribute(name="title", type="string"),
+                    pb.Attribute(name="votes", type="int")],
+    ),
+]
+
+# view name -> (status code, message) the fake aborts Lookup with.
+LOOKUP_ABORTS = {
+    "missing": (grpc.StatusCode.NOT_FOUND, "unknown view 'missing'"),
+    "spark": (grpc.StatusCode.UNAVAILABLE, "spark job failed"),
+    "noprogram": (grpc.StatusCode.FAILED_PRECONDITION, "no program installed"),
+    "future": (grpc.StatusCode.OUT_OF_RANGE, "min_epoch 99 was never issued"),
+    "internal": (grpc.StatusCode.INTERNAL, "boom"),
+}
+
+
+class FakeViewService(pb_grpc.ViewServiceServicer):
+    """Records every request; answers Lookup with two rows per key built from the key."""
+
+    def __init__(self) -> None:
+        self.requests: list[Any] = []
+        self.epoch = 0
+        self._lock = threading.Lock()
+
+    def _record(self, request: Any) -> None:
+        with self._lock:
+            self.requests.append(request)
+
+    def Install(self, request: pb.InstallRequest, context: grpc.ServicerContext) -> Any:
+        self._record(request)
+        if "syntax error" in request.program:
+            context.set_trailing_metadata([("pomoview-position", f"{request.filename}:1:5")])
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                          f"{request.filename}:1:5: unexpected token")
+        return pb.InstallResponse(relations=RELATIONS)
+
+    def Write(self, request: pb.WriteRequest, context: grpc.ServicerContext) -> Any:
+        self._record(request)
+        for ch in request.changes:
+            if ch.source == "nosuch":
+                context.abort(grpc.StatusCode.NOT_FOUND, "unknown source 'nosuch'")
+        with self._lock:
+            self.epoch += 1
+            return pb.WriteResponse(epoch=self.epoch)
+
+    def Lookup(self, request: pb.LookupRequest, context: grpc.ServicerContext) -> Any:
+        self._record(request)
+        if request.view in LOOKUP_ABORTS:
+            context.abort(*LOOKUP_ABORTS[request.view])
+        if request.view == "slow":
+            time.sleep(1.0)
+        results = []
+        for key in request.keys:
+            base = row_to_dict(key)
+            rows = [dict_to_row({**base, "votes": 2, "title": "b"}),
+                    dict_to_row({**base, "votes": 1, "title": "a"})]
+            results.append(pb.KeyRows(rows=rows))
+        if request.view == "short":
+            results = results[:-1]
+        return pb.LookupResponse(results=results, epoch=self.epoch)
+
+    def Describe(self, request: pb.DescribeRequest, context: grpc.ServicerContext) -> Any:
+        self._record(request)
+        return pb.DescribeResponse(program="source vote(...).", relations=RELATIONS)
+
+    def Stats(self, request: pb.StatsRequest, context: grpc.ServicerContext) -> Any:
+        self._record(request)
+        return pb.StatsResponse(
+            applied_epoch=5, durable_epoch=6, flushed_epoch=3, upqueries=2, spark_jobs=1,
+            dropped_deltas=4,
+            readers=[pb.ReaderStats(view="articleWithVotes", key=["id"], partial=True,
+                                    present_keys=10)],
+        )
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[tuple[str, FakeViewService]]:
+    fake = FakeViewService()
+    srv = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    pb_grpc.add_ViewServiceServicer_to_server(fake, srv)
+    port = srv.add_insecure_port("127.0.0.1:0")
+    srv.start()
+    try:
+        yield f"127.0.0.1:{port}", fake
+    finally:
+        srv.stop(None)
+
+
+@pytest.fixture()
+def address(server: tuple[str, FakeViewService]) -> str:
+    return server[0]
+
+
+@pytest.fixture()
+def fake(server: tuple[str, FakeViewService]) -> FakeViewService:
+    server[1].requests.clear()
+    return server[1]
+
+
+@pytest.fixture()
+def dead_address() -> str:
+    # A port that was free a moment ago; nothing listens on it.
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"127.0.0.1:{port}"
+
+
+# ---------------------------------------------------------------- sync client
+
+
+def test_install_sends_program_and_returns_relations(address: str, fake: FakeViewService) -> None:
+    with Client(address) as db:
+        rels = db.install("source vote(article_id: int, user_id: int).", filename="v.pomo")
+    assert fake.requests == [pb.InstallRequest(
+        program="source vote(article_id: int, user_id: int).", filename="v.pomo")]
+    assert rels[1] == {
+        "name": "articleWithVotes", "kind": "derived", "is_view": True, "key": ["id"],
+        "attributes": [{"name": "id", "type": "int"}, {"name": "title", "type": "string"},
+                       {"name": "votes", "type": "int"}],
+    }
+    assert rels[0]["is_view"] is False and rels[0]["key"] == []
+
+
+def test_install_error_is_invalid_argument_with_message(address: str) -> None:
+    with Client(address) as db, pytest.raises(InvalidArgument) as info:
+        db.install("syntax error", filename="bad.pomo")
+    err = info.value
+    assert str(err) == "bad.pomo:1:5: unexpected token"
+    assert err.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert err.details == str(err)
+    assert err.metadata.get("pomoview-position") == "bad.pomo:1:5"
+    assert isinstance(err, PomoviewError)
+
+
+def test_write_and_write_batch_requests(address: str, fake: FakeViewService) -> None:
+    with Client(address) as db:
+        e1 = db.write("vote", insert=[{"article_id": 1, "user_id": 7}],
+                      delete=[{"article_id": 2, "user_id": 8}])
+        e2 = db.write_batch({
+            "article": ([{"id": 1, "title": "x", "ref": Cid("bafy")}], []),
+            "vote": (iter([{"article_id": 1, "user_id": 9}]), ()),
+        })
+    assert e2 == e1 + 1
+    first, second = fake.requests
+    assert first == pb.WriteRequest(changes=[pb.SourceChanges(
+        source="vote",
+        inserts=[dict_to_row({"article_id": 1, "user_id": 7})],
+        deletes=[dict_to_row({"article_id": 2, "user_id": 8})])])
+    assert [c.source for c in second.changes] == ["article", "vote"]
+    assert second.changes[0].inserts[0].fields["ref"].cid_value == "bafy"
+    assert len(second.changes[1].inserts) == 1 and not second.changes[1].deletes
+
+
+def test_write_unknown_source_is_not_found(address: str) -> None:
+    with Client(address) as db, pytest.raises(NotFound, match="unknown source 'nosuch'"):
+        db.write("nosuch", insert=[{"a": 1}])
+
+
+def test_lookup_and_min_epoch(address: str, fake: FakeViewService) -> None:
+    with Client(address) as db:
+        rows = db.lookup("articleWithVotes", {"id": 1}, min_epoch=3)
+        db.lookup("articleWithVotes", {"id": 1})
+    assert sorted(rows, key=lambda r: str(r["votes"])) == [
+        {"id": 1, "votes": 1, "title": "a"}, {"id": 1, "votes": 2, "title": "b"}]
+    with_epoch, without = fake.requests
+    assert with_epoch.view == "articleWithVotes"
+    assert [row_to_dict(k) for k in with_epoch.keys] == [{"id": 1}]
+    assert with_epoch.HasField("min_epoch") and with_epoch.min_epoch == 3
+    # min_epoch=None must leave the optional field unset, not send 0.
+    assert not without.HasField("min_epoch")
+
+
+def test_lookup_many_keeps_key_order(address: str, fake: FakeViewService) -> None:
+    with Client(address) as db:
+        results = db.lookup_many("articleWithVotes", [{"id": 3}, {"id": 1}, {"id": 2}])
+        assert db.lookup_many("articleWithVotes", []) == []
+    assert [[r["id"] for r in rows] for rows in results] == [[3, 3], [1, 1], [2, 2]]
+    assert len(fake.requests) == 1  # the empty lookup never reached the server
+
+
+def test_lookup_result_count_mismatch_is_refused(address: str) -> None:
+    with Client(address) as db, pytest.raises(PomoviewError, match="1 results for 2 keys"):
+        db.lookup_many("short", [{"id": 1}, {"id": 2}])
+
+
+@pytest.mark.parametrize(
+    ("view", "cls"),
+    [("missing", NotFound), ("spark", Unavailable), ("noprogram", FailedPrecondition),
+     ("future", OutOfRange)],
+)
+def test_status_codes_map_to_classes(address: str, view: str, cls: type[PomoviewError]) -> None:
+    with Client(address) as db, pytest.raises(cls) as info:
+        db.lookup(view, {"id": 1})
+    assert str(info.value) == LOOKUP_ABORTS[view][1]
+    assert info.value.code == LOOKUP_ABORTS[view][0]
+
+
+def test_unmapped_code_falls_back_to_base_class(address: str) -> None:
+    with Client(address) as db, pytest.raises(PomoviewError) as info:
+        db.lookup("internal", {"id": 1})
+    assert type(info.value) is PomoviewError
+    assert info.value.code == grpc.StatusCode.INTERNAL and str(info.value) == "boom"
+
+
+def test_timeout_is_deadline_exceeded(address: str) -> None:
+    with Client(address, timeout=0.1) as db, pytest.raises(DeadlineExceeded):
+        db.lookup("slow", {"id": 1})
+
+
+def test_describe_and_stats(address: str) -> None:
+    with Client(address) as db:
+        desc = db.describe()
+        stats = db.stats()
+    assert desc["program"] == "source vote(...)."
+    assert isinstance(desc["relations"], list) and len(desc["relations"]) == 2
+    assert stats == {
+        "applied_epoch": 5, "durable_epoch": 6, "flushed_epoch": 3, "upqueries": 2,
+        "spark_jobs": 1, "dropped_deltas": 4,
+        "readers": [{"view": "articleWithVotes", "key": ["id"], "partial": True,
+                     "present_keys": 10}],
+    }
+
+
+def test_wait_ready(address: str, dead_address: str) -> None:
+    with Client(address) as db:
+        db.wait_ready(5.0)
+    with Client(dead_address) as db, pytest.raises(Unavailable, match=dead_address):
+        db.wait_ready(0.2)
+
+
+def test_connection_refused_is_unavailable(dead_address: str) -> None:
+    with Client(dead_address, timeout=5.0) as db, pytest.raises(Unavailable):
+        db.stats()
+
+
+# ---------------------------------------------------------------- asyncio client
+
+
+def test_async_client_same_requests_and_errors(address: str, fake: FakeViewService) -> None:
+    async def scenario() -> None:
+        async with AsyncClient(address) as db:
+            await db.wait_ready(5.0)
+            rels = await db.install("p", filename="a.pomo")
+            assert [r["name"] for r in rels] == ["vote", "articleWithVotes"]
+            epoch = await db.write("vote", insert=[{"article_id": 1, "user_id": 2}])
+            assert epoch == await db.write_batch({"vote": ([], [{"article_id": 1,
+                                                                 "user_id": 2}])}) - 1
+            rows = await db.lookup("articleWithVotes", {"id": 4}, min_epoch=epoch)
+            assert {r["votes"] for r in rows} == {1, 2}
+            many = await db.lookup_many("articleWithVotes", [{"id": 5}, {"id": 6}])
+            assert [rows[0]["id"] for rows in many] == [5, 6]
+            assert (await db.stats())["applied_epoch"] == 5
+            assert (await db.describe())["program"] == "source vote(...)."
+            with pytest.raises(InvalidArgument, match="a.pomo:1:5") as info:
+                await db.install("syntax error", filename="a.pomo")
+            assert info.value.metadata.get("pomoview-position") == "a.pomo:1:5"
+            with pytest.raises(NotFound):
+                await db.lookup("missing", {"id": 1})
+        async with AsyncClient(address, timeout=0.1) as slow:
+            with pytest.raises(DeadlineExceeded):
+                await slow.lookup("slow", {"id": 1})
+
+    asyncio.run(scenario())
+    kinds = [type(r).__name__ for r in fake.requests]
+    assert kinds[:7] == ["InstallRequest", "WriteRequest", "WriteRequest", "LookupRequest",
+                         "LookupRequest", "StatsRequest", "DescribeRequest"]
+    lookup = fake.requests[3]
+    assert lookup.HasField("min_epoch") and row_to_dict(lookup.keys[0]) == {"id": 4}
+    assert list(fake.requests[2].changes[0].deletes) == [
+        dict_to_row({"article_id": 1, "user_id": 2})]
+
+
+def test_async_wait_ready_times_out(dead_address: str) -> None:
+    async def scenario() -> None:
+        async with AsyncClient(dead_address) as db:
+            with pytest.raises(Unavailable, match=dead_address):
+                await db.wait_ready(0.2)
+
+    asyncio.run(scenario())
+
+
+# ---------------------------------------------------------------- CLI
+
+
+def test_cli_install(address: str, fake: FakeViewService, tmp_path: Path,
+                     capsys: pytest.CaptureFixture[str]) -> None:
+    prog = tmp_path / "votes.pomo"
+    prog.write_text("source vote(article_id: int, user_id: int).")
+    assert main(["install", str(prog), "--address", address]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "source vote(article_id: int, user_id: int)",
+        "view articleWithVotes(id: int, title: string, votes: int) key (id)",
+    ]
+    assert fake.requests[0].filename == str(prog)
+
+
+def test_cli_install_error(address: str, tmp_path: Path,
+                           capsys: pytest.CaptureFixture[str]) -> None:
+    prog = tmp_path / "bad.pomo"
+    prog.write_text("syntax error")
+    assert main(["install", str(prog), "--address", address]) == 1
+    err = capsys.readouterr().err
+    assert err.strip() == f"error: INVALID_ARGUMENT: {prog}:1:5: unexpected token"
+
+
+def test_cli_write_one_batch(address: str, fake: FakeViewService, tmp_path: Path,
+                             capsys: pytest.CaptureFixture[str]) -> None:
+    lines = tmp_path / "changes.jsonl"
+    lines.write_text('{"insert": {"article_id": 3, "user_id": 1}}\n\n'
+                     '{"delete": {"article_id": 4, "user_id": 1}}\n'
+                     '{"article_id": 5, "user_id": 1, "w": 0.5}\n')
+    argv = ["write", "vote", "--insert", '{"article_id": 1, "user_id": 7}',
+            "--insert", '{"article_id": 2, "user_id": 7, "b": {"$bytes": "AAE="}}',
+            "--delete", '{"article_id": 9, "user_id": 7}', "--file", str(lines),
+            "--address", address]
+    assert main(argv) == 0
+    assert capsys.readouterr().out == f"epoch {fake.epoch}\n"
+    (req,) = fake.requests
+    (ch,) = req.changes
+    assert ch.source == "vote"
+    assert [row_to_dict(r) for r in ch.inserts] == [
+        {"article_id": 1, "user_id": 7}, {"article_id": 2, "user_id": 7, "b": b"\x00\x01"},
+        {"article_id": 3, "user_id": 1}, {"article_id": 5, "user_id": 1, "w": 0.5}]
+    assert [row_to_dict(r) for r in ch.deletes] == [
+        {"article_id": 9, "user_id": 7}, {"article_id": 4, "user_id": 1}]
+    assert ch.inserts[3].fields["w"].WhichOneof("kind") == "float_value"
+    assert ch.inserts[0].fields["user_id"].WhichOneof("kind") == "int_value"
+
+
+@pytest.mark.parametrize(
+    "key_args",
+    [['{"id": 1, "flag": true, "name": "7"}'], ["id=1", "flag=true", 'name="7"']],
+)
+def test_cli_lookup(address: str, fake: FakeViewService, key_args: list[str],
+                    capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["lookup", "articleWithVotes", *key_args, "--min-epoch", "2", "--address", address]
+    assert main(argv) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out == sorted(out) and len(out) == 2
+    assert [json.loads(line) for line in out] == [
+        {"flag": True, "id": 1, "name": "7", "title": "a", "votes": 1},
+        {"flag": True, "id": 1, "name": "7", "title": "b", "votes": 2},
+    ]
+    (req,) = fake.requests
+    assert req.min_epoch == 2
+    assert req.keys[0].fields["flag"].WhichOneof("kind") == "bool_value"
+    assert req.keys[0].fields["name"].WhichOneof("kind") == "string_value"
+
+
+def test_cli_lookup_pair_value_types(address: str, fake: FakeViewService) -> None:
+    argv = ["lookup", "v", "i=-3", "f=2.5", "e=1e3", "s=abc", "t=false", "--address", address]
+    assert main(argv) == 0
+    assert row_to_dict(fake.requests[0].keys[0]) == {
+        "i": -3, "f": 2.5, "e": 1000.0, "s": "abc", "t": False}
+
+
+def test_cli_lookup_not_found(address: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["lookup", "missing", "id=1", "--address", address]) == 1
+    assert capsys.readouterr().err == "error: NOT_FOUND: unknown view 'missing'\n"
+
+
+def test_cli_stats(address: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["stats", "--address", address]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["durable_epoch"] == 6 and stats["readers"][0]["partial"] is True
+
+
+def test_cli_address_from_env(address: str, fake: FakeViewService,
+                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("POMOVIEW_ADDRESS", address)
+    assert main(["stats"]) == 0
+    assert len(fake.requests) == 1
+
+
+def test_cli_connection_refused_names_address(dead_address: str,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["stats", "--address", dead_address]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: cannot connect to pomoview server at {dead_address}")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["write", "vote", "--insert", "{not json"],
+        ["write", "vote", "--insert", "[1, 2]"],
+        ["write", "vote", "--insert", '{"a": null}'],
+        ["write", "vote", "--insert", '{"a": 9223372036854775808}'],
+        ["lookup", "v", "noequals"],
+        ["lookup", "v", "a=1", "a=2"],
+        ["install", "/nonexistent/prog.pomo"],
+    ],
+)
+def test_cli_usage_errors_exit_2(argv: list[str], fake: FakeViewService,
+                                 capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*argv, "--address", "127.0.0.1:1"]) == 2
+    assert "pomoview: error:" in capsys.readouterr().err
+    assert fake.requests == []
+
+
+def test_cli_argparse_errors_exit_2() -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["lookup", "v"])
+    assert info.value.code == 2
+
+
+def test_cli_serve_passes_arguments(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    calls: list[dict[str, object]] = []
+    fake_app = types.ModuleType("pomoview.server.app")
+    fake_app.serve = lambda **kw: calls.append(kw)  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "pomoview.server.app", fake_app)
+    monkeypatch.setenv("POMOVIEW_SPARK_MASTER", "spark://h:7077")
+    monkeypatch.delenv("POMOVIEW_DATA", raising=False)
+    assert main(["serve", "--port", "9000", "--program", "p.pomo",
+                 "--flush-interval", "0.5"]) == 0
+    assert main(["serve", "--data", str(tmp_path)]) == 0
+    assert calls == [
+        {"data_dir": Path("./data"), "host": "127.0.0.1", "port": 9000,
+         "program": Path("p.pomo"), "spark_master": "spark://h:7077", "flush_interval": 0.5},
+        {"data_dir": tmp_path, "host": "127.0.0.1", "port": 7878, "program": None,
+         "spark_master": "spark://h:7077", "flush_interval": 5.0},
+    ]
