@@ -7,7 +7,13 @@ from functools import cache
 from pathlib import Path
 
 from lark import Lark, Token, Transformer, Tree, v_args
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+from lark.exceptions import (
+    UnexpectedCharacters,
+    UnexpectedEOF,
+    UnexpectedInput,
+    UnexpectedToken,
+    VisitError,
+)
 
 from . import ast
 from .errors import Diagnostic, Position, ProgramError
@@ -127,6 +133,8 @@ def parse(text: str, filename: str = "<program>") -> ast.Program:
         raise ProgramError([Diagnostic(Position(line, column), _describe(err))], text, filename) from None
     try:
         program: ast.Program = _ToAst().transform(tree)
-    except ValueError as err:  # e.g. a string literal with a bad escape
-        raise ProgramError([Diagnostic(Position(1, 1), str(err))], text, filename) from None
+    except VisitError as err:  # e.g. a string literal with a bad escape (lark wraps the error)
+        position = _pos(err.obj) if isinstance(err.obj, (Tree, Token)) else Position(1, 1)
+        message = f"invalid literal: {err.orig_exc}"
+        raise ProgramError([Diagnostic(position, message)], text, filename) from None
     return program

@@ -1,0 +1,59 @@
+"""The logged writes that the Parquet store does not hold yet, and their overlay on a snapshot.
+
+DESIGN §3, "at the sources": a keyed Spark job reads the store at version v;
+adding the logged operations for the same keys in (v, applied] gives the source
+exactly as the dataflow has seen it. Sources are sets with last writer wins per
+tuple, so replaying the operations in epoch order over the snapshot is exact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Sequence
+
+from .types import LoggedBatch, SourceChange, Tuple_, Value
+
+
+class LogTail:
+    """Batches logged after the store's version, oldest first. Not thread-safe: the caller locks."""
+
+    def __init__(self, batches: Iterable[LoggedBatch] = ()) -> None:
+        self.batches: list[LoggedBatch] = list(batches)
+
+    def append(self, batch: LoggedBatch) -> None:
+        assert not self.batches or batch.epoch > self.batches[-1].epoch
+        self.batches.append(batch)
+
+    def flushable(self, through: int) -> list[LoggedBatch]:
+        return [b for b in self.batches if b.epoch <= through]
+
+    def trim_through(self, epoch: int) -> None:
+        """Forgets batches at or below `epoch` (they are durable in Parquet now)."""
+        self.batches = [b for b in self.batches if b.epoch > epoch]
+
+    def overlay(
+        self,
+        source: str,
+        snapshot: Iterable[Tuple_],
+        snapshot_version: int,
+        through: int,
+        positions: Sequence[int],
+        keys: Collection[tuple[Value, ...]],
+    ) -> set[Tuple_]:
+        """`snapshot` (the source at `snapshot_version`, restricted to `keys`) advanced to `through`."""
+        present = set(snapshot)
+        wanted = set(keys)
+        for batch in self.batches:
+            if batch.epoch <= snapshot_version:
+                continue
+            if batch.epoch > through:
+                break
+            change: SourceChange | None = batch.changes.get(source)
+            if change is None:
+                continue
+            for t in change.inserts:
+                if not positions or tuple(t[i] for i in positions) in wanted:
+                    present.add(t)
+            for t in change.deletes:
+                if not positions or tuple(t[i] for i in positions) in wanted:
+                    present.discard(t)
+        return present

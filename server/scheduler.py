@@ -1,0 +1,385 @@
+"""The scheduler: owns the program, the write path and the dataflow.
+
+Write path (DESIGN §4): validate -> assign the next epoch -> append to the
+write-ahead log and fsync -> reply with the epoch -> the dataflow thread
+applies the batch to every reader's circuit, one epoch at a time, in order.
+
+Lookups answer from a reader's state when every key is present; otherwise
+they upquery, on the dataflow lock, through `fetch`: a keyed Spark job over the
+Parquet store at its version v, plus the logged operations in (v, applied].
+The flusher moves applied batches into Parquet and then trims the log.
+
+Locks, always taken in this order: `_write_lock` (epoch counter, log append)
+then `_dataflow` (circuits, applied epoch, the log tail).
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pomoview.dataflow.circuit import Circuit
+from pomoview.dataflow.keyed_state import Key, Row
+from pomoview.dataflow.zset import ZSet
+from pomoview.planner.compile import CompiledProgram, compile_program
+from pomoview.planner.errors import ProgramError
+
+from .errors import (
+    DeadlineExceeded,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    OutOfRange,
+    ResourceExhausted,
+    Unavailable,
+    Unimplemented,
+)
+from .overlay import LogTail
+from .source_store import SchemaMismatch, SourceStore
+from .types import LoggedBatch, SourceChange, SourceSchema, Tuple_, Value
+from .wal import WriteAheadLog
+
+log = logging.getLogger("pomoview.scheduler")
+
+# A value as it arrived on the wire: (type name, Python value).
+TypedValue = tuple[str, Value]
+TypedRow = Mapping[str, TypedValue]
+
+
+@dataclass
+class Counters:
+    upqueries: int = 0
+    spark_jobs: int = 0
+
+
+@dataclass
+class ReaderInfo:
+    view: str
+    key: tuple[str, ...]
+    partial: bool
+    present_keys: int
+
+
+@dataclass
+class Stats:
+    applied_epoch: int
+    durable_epoch: int
+    flushed_epoch: int
+    upqueries: int
+    spark_jobs: int
+    dropped_deltas: int
+    readers: list[ReaderInfo] = field(default_factory=list)
+
+
+def _coerce(value: TypedValue, expected: str, where: str) -> Value:
+    kind, raw = value
+    if kind == expected:
+        return raw
+    if kind == "int" and expected == "float":
+        return float(raw)  # an int literal where a float is declared loses nothing
+    raise InvalidArgument(f"{where}: expected {expected}, got {kind} {raw!r}")
+
+
+def _typed_tuple(row: TypedRow, schema: SourceSchema, where: str) -> Tuple_:
+    names = [a for a, _ in schema]
+    missing = [a for a in names if a not in row]
+    extra = sorted(a for a in row if a not in names)
+    if missing:
+        raise InvalidArgument(f"{where}: missing attribute {', '.join(missing)}")
+    if extra:
+        raise InvalidArgument(
+            f"{where}: unknown attribute {', '.join(extra)} (it has {', '.join(names)})"
+        )
+    return tuple(_coerce(row[a], t, f"{where}: attribute {a!r}") for a, t in schema)
+
+
+class Scheduler:
+    def __init__(
+        self,
+        data_dir: Path,
+        spark: Callable[[], object],
+        *,
+        flush_interval: float = 5.0,
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.flush_interval = flush_interval
+        self.store = SourceStore(str(self.data_dir / "store"), spark)  # type: ignore[arg-type]
+        self.wal = WriteAheadLog(self.data_dir / "wal")
+        self.program: CompiledProgram | None = None
+        self.circuits: dict[tuple[str, tuple[str, ...]], Circuit] = {}
+        self.counters = Counters()
+        self._write_lock = threading.Lock()
+        self._dataflow = threading.Condition(threading.Lock())
+        self._queue: deque[LoggedBatch] = deque()
+        self._queue_ready = threading.Condition(threading.Lock())
+        self._stopping = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._recover()
+
+    # -- start-up -----------------------------------------------------------------
+
+    def _program_path(self) -> Path:
+        return self.data_dir / "program.pomo"
+
+    def _recover(self) -> None:
+        path = self._program_path()
+        if path.exists():
+            self.program = compile_program(path.read_text(), path.name)
+        schemas: dict[str, SourceSchema] = {}
+        if self.program is not None:
+            for name in self.program.checked.sources:
+                schemas[name] = self.program.source_schema(name)
+        batches = self.wal.recover(schemas)
+        version = self.store.version
+        self.tail = LogTail(b for b in batches if b.epoch > version)
+        self.durable_epoch = max(self.wal.last_epoch, version)
+        # No reader exists before the first lookup, so every logged batch counts as applied:
+        # a reader built later reads it through the overlay.
+        self.applied_epoch = self.durable_epoch
+        log.info("recovered: store version %d, %d logged batches after it", version, len(self.tail.batches))
+
+    def start(self) -> None:
+        for target, name in ((self._apply_loop, "dataflow"), (self._flush_loop, "flusher")):
+            thread = threading.Thread(target=target, name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def stop(self) -> None:
+        self._stopping.set()
+        with self._queue_ready:
+            self._queue_ready.notify_all()
+        for thread in self._threads:
+            thread.join(timeout=10)
+        self.wal.close()
+
+    # -- install ------------------------------------------------------------------
+
+    def install(self, text: str, filename: str = "<program>") -> CompiledProgram:
+        try:
+            program = compile_program(text, filename)
+        except ProgramError as err:
+            raise (Unimplemented if err.unsupported else InvalidArgument)(str(err)) from None
+        with self._write_lock:
+            for name in program.checked.sources:
+                schema = program.source_schema(name)
+                if self.program is not None and name in self.program.checked.sources:
+                    old = self.program.source_schema(name)
+                    if old != schema:
+                        raise FailedPrecondition(
+                            f"source {name!r} is declared as {schema} but holds data as {old}"
+                        )
+                try:
+                    self.store.ensure_source(name, schema)
+                except SchemaMismatch as err:
+                    raise FailedPrecondition(str(err)) from None
+            tmp = self._program_path().with_suffix(".tmp")
+            tmp.write_text(text)
+            tmp.replace(self._program_path())
+            with self._dataflow:
+                self.program = program
+                self.circuits.clear()
+        return program
+
+    def _require_program(self) -> CompiledProgram:
+        program = self.program
+        if program is None:
+            raise FailedPrecondition("no program is installed; call Install first")
+        return program
+
+    # -- write --------------------------------------------------------------------
+
+    def write(self, changes: Sequence[tuple[str, Sequence[TypedRow], Sequence[TypedRow]]]) -> int:
+        """Validates, logs durably and queues one batch; returns its epoch."""
+        program = self._require_program()
+        merged: dict[str, tuple[dict[Tuple_, None], dict[Tuple_, None]]] = {}
+        for index, (source, inserts, deletes) in enumerate(changes):
+            relation = program.relations.get(source)
+            if relation is None or relation.kind != "source":
+                known = ", ".join(sorted(program.checked.sources))
+                raise InvalidArgument(f"changes[{index}]: unknown source {source!r} (sources: {known})")
+            schema = program.source_schema(source)
+            ins, dels = merged.setdefault(source, ({}, {}))
+            for kind, rows, out in (("inserts", inserts, ins), ("deletes", deletes, dels)):
+                for i, row in enumerate(rows):
+                    out[_typed_tuple(row, schema, f"{source} {kind}[{i}]")] = None
+        for source, (ins, dels) in merged.items():
+            both = [t for t in ins if t in dels]
+            if both:
+                raise InvalidArgument(f"{source}: the batch both inserts and deletes {both[0]!r}")
+        batch_changes = {
+            s: SourceChange(tuple(ins), tuple(dels)) for s, (ins, dels) in merged.items() if ins or dels
+        }
+        with self._write_lock:
+            if not batch_changes:
+                return self.durable_epoch
+            batch = LoggedBatch(self.durable_epoch + 1, batch_changes)
+            try:
+                self.wal.append(batch)
+            except OSError as err:
+                cls = ResourceExhausted if err.errno == errno.ENOSPC else Unavailable
+                raise cls(f"the write-ahead log could not be written: {err}; nothing was written") from None
+            self.durable_epoch = batch.epoch
+            with self._queue_ready:
+                self._queue.append(batch)
+                self._queue_ready.notify()
+        return batch.epoch
+
+    def _apply_loop(self) -> None:
+        while not self._stopping.is_set():
+            with self._queue_ready:
+                while not self._queue and not self._stopping.is_set():
+                    self._queue_ready.wait(timeout=0.5)
+                if not self._queue:
+                    continue
+                batch = self._queue.popleft()
+            try:
+                self._apply(batch)
+            except Exception:  # a bug in one circuit must not stop the write path
+                log.exception("applying epoch %d failed", batch.epoch)
+
+    def _apply(self, batch: LoggedBatch) -> None:
+        ops: dict[str, ZSet[Row]] = {}
+        for source, change in batch.changes.items():
+            zset: ZSet[Row] = ZSet()
+            for t in change.inserts:
+                zset.add(t, 1)
+            for t in change.deletes:
+                zset.add(t, -1)
+            ops[source] = zset
+        with self._dataflow:
+            self.tail.append(batch)
+            failed = []
+            for name, circuit in self.circuits.items():
+                try:
+                    circuit.step(ops)
+                except Exception:
+                    log.exception("circuit %s failed at epoch %d; it will be rebuilt", name, batch.epoch)
+                    failed.append(name)
+            for name in failed:
+                del self.circuits[name]
+            self.applied_epoch = batch.epoch
+            self._dataflow.notify_all()
+
+    # -- lookup -------------------------------------------------------------------
+
+    def _fetch(self, source: str, cols: tuple[str, ...], keys: list[Key]) -> Iterable[Row]:
+        """The source's tuples whose `cols` are in `keys`, as of the applied epoch.
+
+        Called by the dataflow on the dataflow lock, so neither the applied epoch nor
+        the log tail moves while it runs.
+        """
+        self.counters.spark_jobs += 1
+        try:
+            version, tuples = self.store.fetch(source, cols, keys)  # type: ignore[arg-type]
+        except Exception as err:
+            raise Unavailable(f"the upquery on {source!r} failed in Spark: {err}") from err
+        schema = [a for a, _ in self._require_program().source_schema(source)]
+        positions = [schema.index(c) for c in cols]
+        return self.tail.overlay(source, tuples, version, self.applied_epoch, positions, keys)  # type: ignore[arg-type]
+
+    def lookup(
+        self,
+        view: str,
+        keys: Sequence[TypedRow],
+        min_epoch: int | None = None,
+        timeout: float | None = None,
+    ) -> tuple[list[list[dict[str, Value]]], int]:
+        program = self._require_program()
+        relation = program.relations.get(view)
+        if view not in program.views or relation is None:
+            known = ", ".join(sorted(program.views)) or "none"
+            raise NotFound(f"no view named {view!r} (views: {known})")
+        if not keys:
+            return [], self.applied_epoch
+        key_attrs = tuple(keys[0])
+        for i, key in enumerate(keys):
+            if set(key) != set(key_attrs):
+                raise InvalidArgument(f"keys[{i}] names {sorted(key)}, keys[0] names {sorted(key_attrs)}")
+        unknown = [a for a in key_attrs if a not in relation.attributes]
+        if unknown:
+            raise InvalidArgument(
+                f"{view!r} has no attribute {', '.join(unknown)} (it has {', '.join(relation.attributes)})"
+            )
+        key_attrs = tuple(a for a in relation.attributes if a in key_attrs)
+        key_tuples = [
+            tuple(_coerce(k[a], relation.types[a], f"keys[{i}].{a}") for a in key_attrs)
+            for i, k in enumerate(keys)
+        ]
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._dataflow:
+            if min_epoch is not None:
+                if min_epoch > self.durable_epoch:
+                    raise OutOfRange(
+                        f"min_epoch {min_epoch} is ahead of the last committed epoch {self.durable_epoch}"
+                    )
+                while self.applied_epoch < min_epoch:
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        raise DeadlineExceeded(f"epoch {min_epoch} was not applied in time")
+                    self._dataflow.wait(timeout=remaining)
+            name = (view, key_attrs)
+            try:
+                circuit = self.circuits.get(name)
+                if circuit is None:
+                    circuit = program.build_reader(view, key_attrs, self._fetch)
+                    self.circuits[name] = circuit
+                if circuit.reader.missing(key_tuples):
+                    self.counters.upqueries += 1
+                rows = circuit.lookup(key_tuples)
+            except Exception:
+                # A failed upquery may have filled some states and not others: drop the
+                # circuit so that no half-filled state is ever read (it is rebuilt next time).
+                self.circuits.pop(name, None)
+                raise
+            epoch = self.applied_epoch
+        attrs = relation.attributes
+        return [[dict(zip(attrs, row, strict=True)) for row in group] for group in rows], epoch  # type: ignore[misc]
+
+    # -- flush --------------------------------------------------------------------
+
+    def _flush_loop(self) -> None:
+        while not self._stopping.wait(self.flush_interval):
+            try:
+                self.flush()
+            except Exception:
+                log.exception("flush failed; it will be retried")
+
+    def flush(self) -> int:
+        """Moves the applied log tail into Parquet, then trims the log behind it."""
+        with self._dataflow:
+            batches = self.tail.flushable(self.applied_epoch)
+        if not batches:
+            return self.store.version
+        with self._write_lock:
+            self.wal.rotate()
+        version = self.store.flush(batches)
+        with self._dataflow:
+            self.tail.trim_through(version)
+        self.wal.truncate_through(version)
+        return version
+
+    # -- introspection ------------------------------------------------------------
+
+    def stats(self) -> Stats:
+        with self._dataflow:
+            readers = [
+                ReaderInfo(view, key, c.reader.partial, c.reader.state.present_keys())
+                for (view, key), c in self.circuits.items()
+            ]
+            dropped = sum(c.metrics.dropped for c in self.circuits.values())
+            return Stats(
+                applied_epoch=self.applied_epoch,
+                durable_epoch=self.durable_epoch,
+                flushed_epoch=self.store.version,
+                upqueries=self.counters.upqueries,
+                spark_jobs=self.counters.spark_jobs,
+                dropped_deltas=dropped,
+                readers=readers,
+            )

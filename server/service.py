@@ -1,0 +1,146 @@
+"""The gRPC ViewService: wire messages <-> the scheduler, errors -> status codes."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
+
+import grpc
+
+from pomoview.planner.compile import CompiledProgram
+from pomoview.proto.pomoview.v1 import view_service_pb2 as pb
+from pomoview.proto.pomoview.v1 import view_service_pb2_grpc as pb_grpc
+
+from .errors import ServiceError
+from .scheduler import Scheduler, TypedRow
+from .types import Value
+
+log = logging.getLogger("pomoview.service")
+T = TypeVar("T")
+
+_KINDS = {
+    "int_value": "int",
+    "float_value": "float",
+    "string_value": "string",
+    "bool_value": "bool",
+    "bytes_value": "bytes",
+    "cid_value": "cid",
+}
+_FIELDS = {v: k for k, v in _KINDS.items()}
+
+
+def typed_row(row: pb.Row, where: str) -> TypedRow:
+    out: dict[str, tuple[str, Value]] = {}
+    for name, value in row.fields.items():
+        kind = value.WhichOneof("kind")
+        if kind is None:
+            raise _invalid(f"{where}: attribute {name!r} has no value")
+        out[name] = (_KINDS[kind], getattr(value, kind))
+    return out
+
+
+def to_value(value: object, type_name: str) -> pb.Value:
+    if type_name == "float" and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    return pb.Value(**{_FIELDS[type_name]: value})
+
+
+def _invalid(message: str) -> ServiceError:
+    from .errors import InvalidArgument
+
+    return InvalidArgument(message)
+
+
+def relations_message(program: CompiledProgram) -> list[pb.Relation]:
+    out = []
+    for name, relation in program.relations.items():
+        out.append(
+            pb.Relation(
+                name=name,
+                attributes=[pb.Attribute(name=a, type=relation.types.get(a, "")) for a in relation.attributes],
+                kind=relation.kind,
+                is_view=name in program.views,
+                key=list(program.views.get(name, ())),
+            )
+        )
+    return out
+
+
+class ViewService(pb_grpc.ViewServiceServicer):
+    def __init__(self, scheduler: Scheduler) -> None:
+        self.scheduler = scheduler
+
+    def _call(self, context: grpc.ServicerContext, fn: Callable[[], T]) -> T:
+        try:
+            return fn()
+        except ServiceError as err:
+            context.abort(getattr(grpc.StatusCode, err.code), err.message)
+        except Exception as err:
+            log.exception("internal error")
+            context.abort(grpc.StatusCode.INTERNAL, f"internal error: {type(err).__name__}: {err}")
+        raise AssertionError("unreachable: abort raises")
+
+    def Install(self, request: pb.InstallRequest, context: grpc.ServicerContext) -> pb.InstallResponse:
+        def run() -> pb.InstallResponse:
+            program = self.scheduler.install(request.program, request.filename or "<program>")
+            return pb.InstallResponse(relations=relations_message(program))
+
+        return self._call(context, run)
+
+    def Write(self, request: pb.WriteRequest, context: grpc.ServicerContext) -> pb.WriteResponse:
+        def run() -> pb.WriteResponse:
+            changes: list[tuple[str, Sequence[TypedRow], Sequence[TypedRow]]] = []
+            for i, change in enumerate(request.changes):
+                inserts = [typed_row(r, f"changes[{i}].inserts[{j}]") for j, r in enumerate(change.inserts)]
+                deletes = [typed_row(r, f"changes[{i}].deletes[{j}]") for j, r in enumerate(change.deletes)]
+                changes.append((change.source, inserts, deletes))
+            return pb.WriteResponse(epoch=self.scheduler.write(changes))
+
+        return self._call(context, run)
+
+    def Lookup(self, request: pb.LookupRequest, context: grpc.ServicerContext) -> pb.LookupResponse:
+        def run() -> pb.LookupResponse:
+            keys = [typed_row(k, f"keys[{i}]") for i, k in enumerate(request.keys)]
+            min_epoch = request.min_epoch if request.HasField("min_epoch") else None
+            results, epoch = self.scheduler.lookup(
+                request.view, keys, min_epoch, timeout=context.time_remaining()
+            )
+            program = self.scheduler.program
+            assert program is not None
+            types: Mapping[str, str] = program.relations[request.view].types
+            return pb.LookupResponse(
+                results=[
+                    pb.KeyRows(
+                        rows=[
+                            pb.Row(fields={a: to_value(v, types[a]) for a, v in row.items()})
+                            for row in rows
+                        ]
+                    )
+                    for rows in results
+                ],
+                epoch=epoch,
+            )
+
+        return self._call(context, run)
+
+    def Describe(self, request: pb.DescribeRequest, context: grpc.ServicerContext) -> pb.DescribeResponse:
+        program = self.scheduler.program
+        if program is None:
+            return pb.DescribeResponse()
+        return pb.DescribeResponse(program=program.text, relations=relations_message(program))
+
+    def Stats(self, request: pb.StatsRequest, context: grpc.ServicerContext) -> pb.StatsResponse:
+        stats = self.scheduler.stats()
+        return pb.StatsResponse(
+            applied_epoch=stats.applied_epoch,
+            durable_epoch=stats.durable_epoch,
+            flushed_epoch=stats.flushed_epoch,
+            upqueries=stats.upqueries,
+            spark_jobs=stats.spark_jobs,
+            dropped_deltas=stats.dropped_deltas,
+            readers=[
+                pb.ReaderStats(view=r.view, key=list(r.key), partial=r.partial, present_keys=r.present_keys)
+                for r in stats.readers
+            ],
+        )

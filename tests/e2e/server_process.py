@@ -1,0 +1,75 @@
+"""Starts the real `pomoview serve` process on a free port of 127.0.0.1 for end-to-end tests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from pomoview.client import Client
+
+REPO = Path(__file__).resolve().parents[2]
+VOTES = REPO / "examples" / "votes.pomo"
+
+
+class ServerProcess:
+    """One server process over `data_dir`; `address` is set once it listens."""
+
+    def __init__(self, data_dir: Path, program: Path | None = None, flush_interval: float = 1.0) -> None:
+        self.data_dir = data_dir
+        self.program = program
+        self.flush_interval = flush_interval
+        self.process: subprocess.Popen[str] | None = None
+        self.address = ""
+        self.log_path = data_dir.parent / f"{data_dir.name}-server.log"
+
+    def start(self, timeout: float = 120.0) -> ServerProcess:
+        args = [
+            sys.executable, "-m", "pomoview.server.cli", "serve",
+            "--data", str(self.data_dir),
+            "--host", "127.0.0.1",
+            "--port", "0",
+            "--spark-master", "local[2]",
+            "--flush-interval", str(self.flush_interval),
+        ]
+        if self.program is not None:
+            args += ["--program", str(self.program)]
+        log = open(self.log_path, "a")
+        self.process = subprocess.Popen(
+            args, stdout=subprocess.PIPE, stderr=log, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+        )
+        assert self.process.stdout is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            line = self.process.stdout.readline()
+            if not line:
+                raise RuntimeError(f"server exited ({self.process.wait()}); log:\n{self.log_path.read_text()[-4000:]}")
+            if line.startswith("pomoview listening on "):
+                self.address = line.split()[-1]
+                return self
+        raise TimeoutError("server did not start listening")
+
+    def client(self) -> Client:
+        return Client(self.address, timeout=120.0)
+
+    def stop(self) -> int:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout=60)
+
+    def kill(self) -> None:
+        """SIGKILL: the process gets no chance to flush or close anything."""
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait(timeout=30)
+
+
+def wait_for_flush(client: Client, epoch: int, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while client.stats()["flushed_epoch"] < epoch:  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"epoch {epoch} was not flushed to Parquet in time")
+        time.sleep(0.2)

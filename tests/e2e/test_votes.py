@@ -1,0 +1,91 @@
+"""The vote example end to end: real server process, real Spark, real gRPC, a Python oracle."""
+
+from __future__ import annotations
+
+import random
+
+from pomoview.client import Client
+
+from .server_process import ServerProcess, wait_for_flush
+from .votes_model import VotesModel
+
+
+def _rows(rows: list[dict]) -> list[dict]:
+    return sorted(rows, key=lambda r: r["title"])
+
+
+def _check(client: Client, model: VotesModel, ids: list[int], epoch: int) -> None:
+    for article_id in ids:
+        got = client.lookup("articleWithVotes", {"id": article_id}, min_epoch=epoch)
+        assert _rows(got) == model.view(article_id), f"article {article_id} at epoch {epoch}"
+
+
+def test_vote_lookups_match_python_over_writes_and_deletes(votes_server: ServerProcess) -> None:
+    rng = random.Random(20261121)
+    model = VotesModel()
+    n_articles = 40
+    with votes_server.client() as db:
+        articles = [{"id": i, "title": f"article {i}"} for i in range(n_articles)]
+        epoch = db.write("article", insert=articles)
+        model.apply("article", articles, [])
+        # Cold lookups of a few keys before any vote: they upquery and stay present.
+        early = [0, 1, 2, 3, 39]
+        _check(db, model, early, epoch)
+        written = 0
+        while written < 3000:
+            batch = []
+            for _ in range(50):
+                row = {"article_id": rng.randrange(n_articles), "user_id": rng.randrange(300)}
+                batch.append(row)
+            deletes = []
+            if model.votes and rng.random() < 0.5:
+                for a, u in rng.sample(sorted(model.votes), k=min(10, len(model.votes))):
+                    deletes.append({"article_id": a, "user_id": u})
+            # A batch may not insert and delete one tuple; keep the inserts that do not collide.
+            gone = {(d["article_id"], d["user_id"]) for d in deletes}
+            batch = [r for r in batch if (r["article_id"], r["user_id"]) not in gone]
+            epoch = db.write("vote", insert=batch, delete=deletes)
+            model.apply("vote", batch, deletes)
+            written += len(batch)
+            if rng.random() < 0.2:
+                _check(db, model, rng.sample(range(n_articles), 3), epoch)
+        # Retitle an article and delete another one, in one atomic batch.
+        epoch = db.write_batch(
+            {"article": ([{"id": 5, "title": "renamed"}], [{"id": 5, "title": "article 5"},
+                                                           {"id": 6, "title": "article 6"}])}
+        )
+        model.apply("article", [{"id": 5, "title": "renamed"}],
+                    [{"id": 5, "title": "article 5"}, {"id": 6, "title": "article 6"}])
+        _check(db, model, list(range(n_articles)) + [n_articles + 1], epoch)
+        stats = db.stats()
+        assert stats["dropped_deltas"] > 0, "writes for keys nobody looked up were dropped"
+        assert stats["upqueries"] > 0
+
+
+def test_cold_keys_after_flush_read_parquet_plus_log(votes_server: ServerProcess) -> None:
+    """A key first looked up after a flush reads the Parquet snapshot and the logged writes after it."""
+    with votes_server.client() as db:
+        base = 1000
+        epoch = db.write("article", insert=[{"id": base + i, "title": f"t{i}"} for i in range(5)])
+        db.write("vote", insert=[{"article_id": base + i, "user_id": u} for i in range(5) for u in range(i)])
+        wait_for_flush(db, epoch + 1)
+        epoch = db.write(
+            "vote",
+            insert=[{"article_id": base + 4, "user_id": 99}],
+            delete=[{"article_id": base + 3, "user_id": 0}],
+        )
+        expected = {0: 0, 1: 1, 2: 2, 3: 2, 4: 5}
+        for i, votes in expected.items():
+            rows = db.lookup("articleWithVotes", {"id": base + i}, min_epoch=epoch)
+            assert rows == [{"id": base + i, "title": f"t{i}", "votes": votes}]
+
+
+def test_min_epoch_reads_your_writes(votes_server: ServerProcess) -> None:
+    with votes_server.client() as db:
+        article = 2000
+        db.write("article", insert=[{"id": article, "title": "ryw"}])
+        assert db.lookup("articleWithVotes", {"id": article}) is not None  # make the key present
+        for user in range(20):
+            epoch = db.write("vote", insert=[{"article_id": article, "user_id": user}])
+            rows = db.lookup("articleWithVotes", {"id": article}, min_epoch=epoch)
+            assert rows == [{"id": article, "title": "ryw", "votes": user + 1}]
