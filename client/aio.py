@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 import grpc
 import grpc.aio
+
 from pomoview.proto.pomoview.v1 import view_service_pb2 as pb
 from pomoview.proto.pomoview.v1 import view_service_pb2_grpc as pb_grpc
 

@@ -7,6 +7,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 import grpc
+
 from pomoview.proto.pomoview.v1 import view_service_pb2 as pb
 from pomoview.proto.pomoview.v1 import view_service_pb2_grpc as pb_grpc
 

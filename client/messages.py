@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 import grpc
+
 from pomoview.proto.pomoview.v1 import view_service_pb2 as pb
 
 from .errors import PomoviewError

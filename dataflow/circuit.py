@@ -52,6 +52,7 @@ class Circuit:
         for node in self.nodes:
             if isinstance(node, SourceIndex):
                 self.sources.setdefault(node.source, []).append(node)
+
         self.hydrated = False
 
     def hydrate(self) -> None:
@@ -66,9 +67,9 @@ class Circuit:
         assert self.hydrated
         pending: dict[int, list[tuple[int, ZSet[Row]]]] = {}
         for source, ops in changes.items():
-            for node in self.sources.get(source, ()):
+            for index in self.sources.get(source, ()):
                 if ops:
-                    pending.setdefault(id(node), []).append((-1, ops))
+                    pending.setdefault(id(index), []).append((-1, ops))
         for node in self.nodes:
             inbox = pending.pop(id(node), None)
             if not inbox:

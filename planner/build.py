@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable
+from typing import Any
 
 from pomoview.dataflow.circuit import Circuit
 from pomoview.dataflow.keyed_state import Row
@@ -39,7 +40,7 @@ from .validate import CheckedProgram
 
 Key = tuple[str, ...] | None  # column names the node below upqueries by; None = full
 
-COMPARE: dict[str, Callable[[object, object], bool]] = {
+COMPARE: dict[str, Callable[[Any, Any], Any]] = {
     "==": operator.eq,
     "!=": operator.ne,
     "<": operator.lt,
@@ -53,7 +54,9 @@ def _positions(schema: tuple[str, ...], names: tuple[str, ...]) -> tuple[int, ..
     return tuple(schema.index(n) for n in names)
 
 
-def _predicate(schema: tuple[str, ...], predicates: tuple[ra.Compare, ...]) -> Callable[[Row], bool]:
+def _predicate(
+    schema: tuple[str, ...], predicates: tuple[ra.Compare, ...]
+) -> Callable[[Row], bool]:
     def operand(o: ra.Operand) -> Callable[[Row], object]:
         if isinstance(o, ra.Const):
             value = o.value
@@ -94,7 +97,9 @@ class CircuitBuilder:
             )
         if isinstance(expr, ra.Select):
             label = " and ".join(f"{p.left} {p.op} {p.right}" for p in expr.predicates)
-            return Filter(self.build(expr.input, key), _predicate(expr.schema, expr.predicates), label)
+            return Filter(
+                self.build(expr.input, key), _predicate(expr.schema, expr.predicates), label
+            )
         if isinstance(expr, ra.Project):
             outputs = dict(expr.outputs)
             parent_key: list[str] = []
@@ -107,7 +112,9 @@ class CircuitBuilder:
                 parent,
                 expr.schema,
                 [
-                    Column(parent.schema.index(o.name)) if isinstance(o, ra.Col) else Constant(o.value)
+                    Column(parent.schema.index(o.name))
+                    if isinstance(o, ra.Col)
+                    else Constant(o.value)
                     for _, o in expr.outputs
                 ],
             )
@@ -119,7 +126,13 @@ class CircuitBuilder:
                 on = key
             left = self.build(expr.left, on if partial else None)
             right = self.build(expr.right, on if partial else None)
-            return Join(left, right, _positions(left.schema, on), _positions(right.schema, on), partial=partial)
+            return Join(
+                left,
+                right,
+                _positions(left.schema, on),
+                _positions(right.schema, on),
+                partial=partial,
+            )
         if isinstance(expr, ra.Aggregate):
             group = expr.group
             partial = key is not None and bool(group) and set(key) == set(group)

@@ -9,8 +9,7 @@ variables back to attribute names. A relation is the distinct union of its rules
 
 from __future__ import annotations
 
-from . import ast
-from . import ra
+from . import ast, ra
 from .validate import CheckedProgram
 
 
@@ -40,7 +39,8 @@ def lower_atom(atom: ast.Atom, program: CheckedProgram) -> ra.Expr:
 def _apply_constraints(
     expr: ra.Expr, pending: list[ast.Constraint]
 ) -> tuple[ra.Expr, list[ast.Constraint]]:
-    ready, waiting = [], []
+    ready: list[ast.Constraint] = []
+    waiting: list[ast.Constraint] = []
     for con in pending:
         names = {t.name for t in (con.left, con.right) if isinstance(t, ast.Variable)}
         (ready if names <= set(expr.schema) else waiting).append(con)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast as pyast
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from lark import Lark, Token, Transformer, Tree, v_args
 from lark.exceptions import (
@@ -23,7 +24,9 @@ GRAMMAR = Path(__file__).with_name("grammar.lark")
 
 @cache
 def _parser() -> Lark:
-    return Lark(GRAMMAR.read_text(), parser="lalr", propagate_positions=True, maybe_placeholders=True)
+    return Lark(
+        GRAMMAR.read_text(), parser="lalr", propagate_positions=True, maybe_placeholders=True
+    )
 
 
 def _pos(item: Tree | Token) -> Position:
@@ -32,11 +35,16 @@ def _pos(item: Tree | Token) -> Position:
     return Position(item.meta.line, item.meta.column)
 
 
+def _kids(tree: Tree) -> list[Any]:
+    # lark types children as Tree | Token, but after a bottom-up transform they are AST nodes.
+    return list(tree.children)
+
+
 @v_args(tree=True)
 class _ToAst(Transformer):  # type: ignore[type-arg]
     def start(self, tree: Tree) -> ast.Program:
         program = ast.Program()
-        for item in tree.children:
+        for item in _kids(tree):
             if isinstance(item, ast.SourceDecl):
                 program.sources.append(item)
             elif isinstance(item, ast.ViewDecl):
@@ -46,66 +54,68 @@ class _ToAst(Transformer):  # type: ignore[type-arg]
         return program
 
     def source_decl(self, tree: Tree) -> ast.SourceDecl:
-        transient, name, *attrs = tree.children
+        transient, name, *attrs = _kids(tree)
         attributes = tuple(a for a in attrs if a is not None)
         return ast.SourceDecl(str(name), attributes, transient is not None, _pos(tree))
 
     def typed_attr(self, tree: Tree) -> tuple[str, str, Position]:
-        name, type_ = tree.children
+        name, type_ = _kids(tree)
         return (str(name), str(type_), _pos(type_))
 
     def view_decl(self, tree: Tree) -> ast.ViewDecl:
-        name, *key = tree.children
+        name, *key = _kids(tree)
         return ast.ViewDecl(str(name), tuple(str(k) for k in key if k is not None), _pos(tree))
 
     def rule(self, tree: Tree) -> ast.Rule:
-        head, next_, _implies, body = tree.children
+        head, next_, _implies, body = _kids(tree)
         return ast.Rule(head, next_ is not None, body or (), _pos(tree))
 
     def body(self, tree: Tree) -> tuple[ast.BodyLiteral, ...]:
-        return tuple(tree.children)
+        return tuple(_kids(tree))
 
     def negation(self, tree: Tree) -> ast.Negation:
-        return ast.Negation(tree.children[0], _pos(tree))
+        return ast.Negation(_kids(tree)[0], _pos(tree))
 
     def cid_binding(self, tree: Tree) -> ast.CidBinding:
-        var, atom = tree.children
+        var, atom = _kids(tree)
         return ast.CidBinding(ast.Variable(str(var), _pos(var)), atom, _pos(tree))
 
     def aggregate(self, tree: Tree) -> ast.Aggregate:
-        result, function, *rest = tree.children
+        result, function, *rest = _kids(tree)
         atom = rest[-1]
         args = tuple(ast.Variable(str(v), _pos(v)) for v in rest[:-1])
-        return ast.Aggregate(ast.Variable(str(result), _pos(result)), str(function), args, atom, _pos(tree))
+        return ast.Aggregate(
+            ast.Variable(str(result), _pos(result)), str(function), args, atom, _pos(tree)
+        )
 
     def constraint(self, tree: Tree) -> ast.Constraint:
-        left, op, right = tree.children
+        left, op, right = _kids(tree)
         return ast.Constraint(left, str(op), right, _pos(tree))
 
     def atom(self, tree: Tree) -> ast.Atom:
-        name, *args = tree.children
+        name, *args = _kids(tree)
         return ast.Atom(str(name), tuple(a for a in args if a is not None), _pos(tree))
 
     def arg(self, tree: Tree) -> ast.Arg:
-        name, term = tree.children
+        name, term = _kids(tree)
         return ast.Arg(str(name), term, _pos(tree))
 
     def variable(self, tree: Tree) -> ast.Term:
-        token = tree.children[0]
+        token = _kids(tree)[0]
         if token in ("true", "false"):
             return ast.Literal(token == "true", _pos(token))
         return ast.Variable(str(token), _pos(token))
 
     def string(self, tree: Tree) -> ast.Literal:
-        token = tree.children[0]
+        token = _kids(tree)[0]
         return ast.Literal(pyast.literal_eval(str(token)), _pos(token))
 
     def int(self, tree: Tree) -> ast.Literal:
-        token = tree.children[0]
+        token = _kids(tree)[0]
         return ast.Literal(int(token), _pos(token))
 
     def float(self, tree: Tree) -> ast.Literal:
-        token = tree.children[0]
+        token = _kids(tree)[0]
         return ast.Literal(float(token), _pos(token))
 
 
@@ -130,7 +140,9 @@ def parse(text: str, filename: str = "<program>") -> ast.Program:
         if not isinstance(line, int) or line < 1:  # end of input: point past the last character
             lines = text.splitlines() or [""]
             line, column = len(lines), len(lines[-1]) + 1
-        raise ProgramError([Diagnostic(Position(line, column), _describe(err))], text, filename) from None
+        raise ProgramError(
+            [Diagnostic(Position(line, column), _describe(err))], text, filename
+        ) from None
     try:
         program: ast.Program = _ToAst().transform(tree)
     except VisitError as err:  # e.g. a string literal with a bad escape (lark wraps the error)

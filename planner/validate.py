@@ -80,7 +80,9 @@ def _collect_heads(program: ast.Program, relations: dict[str, Relation], errors:
             errors.unsupported_feature(rule.position, "an inductive rule (@next)")
         existing = relations.get(head.relation)
         if existing is not None and existing.kind == "source":
-            errors.error(head.position, f"{head.relation!r} is a source; rules cannot derive into it")
+            errors.error(
+                head.position, f"{head.relation!r} is a source; rules cannot derive into it"
+            )
             continue
         attrs: list[str] = []
         for arg in head.args:
@@ -88,7 +90,9 @@ def _collect_heads(program: ast.Program, relations: dict[str, Relation], errors:
                 errors.error(arg.position, f"attribute {arg.attribute!r} appears twice in the head")
             attrs.append(arg.attribute)
         if existing is None:
-            relations[head.relation] = Relation(head.relation, attrs, {}, "derived", head.position, [rule])
+            relations[head.relation] = Relation(
+                head.relation, attrs, {}, "derived", head.position, [rule]
+            )
         elif set(existing.attributes) != set(attrs):
             errors.error(
                 head.position,
@@ -122,10 +126,8 @@ def _dependency_order(relations: dict[str, Relation], errors: ErrorSink) -> list
         if state.get(name) == 2:
             return
         if state.get(name) == 1:
-            cycle = path[path.index(name):] + [name]
-            errors.unsupported_feature(
-                derived[name].position, f"recursion ({' -> '.join(cycle)})"
-            )
+            cycle = path[path.index(name) :] + [name]
+            errors.unsupported_feature(derived[name].position, f"recursion ({' -> '.join(cycle)})")
             return
         state[name] = 1
         for dep in sorted(deps[name]):
@@ -253,8 +255,11 @@ class _RuleChecker:
                     f"{var.name} must appear exactly once in the aggregated atom",
                 )
             arg_type = next(
-                (attrs.get(a.attribute) for a in agg.atom.args
-                 if isinstance(a.term, ast.Variable) and a.term.name == var.name),
+                (
+                    attrs.get(a.attribute)
+                    for a in agg.atom.args
+                    if isinstance(a.term, ast.Variable) and a.term.name == var.name
+                ),
                 None,
             )
             if agg.function == "sum" and arg_type is not None and arg_type not in NUMERIC:
@@ -268,7 +273,8 @@ class _RuleChecker:
             if isinstance(term, ast.Variable):
                 if term.name not in bound:
                     self.errors.error(
-                        term.position, f"{term.name} is never bound, so this constraint is not grounded"
+                        term.position,
+                        f"{term.name} is never bound, so this constraint is not grounded",
                     )
                 types.append(self.types.get(term.name))
             else:
@@ -319,7 +325,9 @@ def validate(program: ast.Program, text: str, filename: str = "<program>") -> Ch
             errors.error(view.position, f"view of unknown relation {view.name!r}")
             continue
         if relation.kind != "derived":
-            errors.error(view.position, f"{view.name!r} is a source; a view names a derived relation")
+            errors.error(
+                view.position, f"{view.name!r} is a source; a view names a derived relation"
+            )
             continue
         for attr in view.key:
             if attr not in relation.attributes:

@@ -246,14 +246,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     p = sub.add_parser("serve", help="run the server")
-    p.add_argument("--data", default=os.environ.get("POMOVIEW_DATA", "./data"),
-                   help="data directory (env POMOVIEW_DATA, default %(default)s)")
+    p.add_argument(
+        "--data",
+        default=os.environ.get("POMOVIEW_DATA", "./data"),
+        help="data directory (env POMOVIEW_DATA, default %(default)s)",
+    )
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=7878)
     p.add_argument("--program", default=None, help="program file to install at start")
-    p.add_argument("--spark-master",
-                   default=os.environ.get("POMOVIEW_SPARK_MASTER", "local[*]"),
-                   help="Spark master URL (env POMOVIEW_SPARK_MASTER, default %(default)s)")
+    p.add_argument(
+        "--spark-master",
+        default=os.environ.get("POMOVIEW_SPARK_MASTER", "local[*]"),
+        help="Spark master URL (env POMOVIEW_SPARK_MASTER, default %(default)s)",
+    )
     p.add_argument("--flush-interval", type=float, default=5.0, metavar="SECONDS")
     p.set_defaults(handler=cmd_serve)
 
@@ -265,14 +270,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("source", metavar="SOURCE")
     p.add_argument("--insert", action="append", default=[], metavar="JSON")
     p.add_argument("--delete", action="append", default=[], metavar="JSON")
-    p.add_argument("--file", default=None, metavar="JSONL",
-                   help='JSON lines: {"insert": row}, {"delete": row} or a bare row')
+    p.add_argument(
+        "--file",
+        default=None,
+        metavar="JSONL",
+        help='JSON lines: {"insert": row}, {"delete": row} or a bare row',
+    )
     p.set_defaults(handler=cmd_write)
 
     p = sub.add_parser("lookup", parents=[client_opts], help="look up a view by key")
     p.add_argument("view", metavar="VIEW")
-    p.add_argument("key", nargs="+", metavar="KEY",
-                   help="a JSON object, or name=value pairs")
+    p.add_argument("key", nargs="+", metavar="KEY", help="a JSON object, or name=value pairs")
     p.add_argument("--min-epoch", type=_non_negative_int, default=None, metavar="N")
     p.set_defaults(handler=cmd_lookup)
 
@@ -301,8 +309,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except Unavailable as err:
         if _is_connect_failure(err):
-            print(f"error: cannot connect to pomoview server at {args.address}: {err}",
-                  file=sys.stderr)
+            print(
+                f"error: cannot connect to pomoview server at {args.address}: {err}",
+                file=sys.stderr,
+            )
         else:
             print(f"error: {err.code.name}: {err}", file=sys.stderr)
         return 1

@@ -143,7 +143,11 @@ class Scheduler:
         # No reader exists before the first lookup, so every logged batch counts as applied:
         # a reader built later reads it through the overlay.
         self.applied_epoch = self.durable_epoch
-        log.info("recovered: store version %d, %d logged batches after it", version, len(self.tail.batches))
+        log.info(
+            "recovered: store version %d, %d logged batches after it",
+            version,
+            len(self.tail.batches),
+        )
 
     def start(self) -> None:
         for target, name in ((self._apply_loop, "dataflow"), (self._flush_loop, "flusher")):
@@ -203,7 +207,9 @@ class Scheduler:
             relation = program.relations.get(source)
             if relation is None or relation.kind != "source":
                 known = ", ".join(sorted(program.checked.sources))
-                raise InvalidArgument(f"changes[{index}]: unknown source {source!r} (sources: {known})")
+                raise InvalidArgument(
+                    f"changes[{index}]: unknown source {source!r} (sources: {known})"
+                )
             schema = program.source_schema(source)
             ins, dels = merged.setdefault(source, ({}, {}))
             for kind, rows, out in (("inserts", inserts, ins), ("deletes", deletes, dels)):
@@ -214,7 +220,9 @@ class Scheduler:
             if both:
                 raise InvalidArgument(f"{source}: the batch both inserts and deletes {both[0]!r}")
         batch_changes = {
-            s: SourceChange(tuple(ins), tuple(dels)) for s, (ins, dels) in merged.items() if ins or dels
+            s: SourceChange(tuple(ins), tuple(dels))
+            for s, (ins, dels) in merged.items()
+            if ins or dels
         }
         with self._write_lock:
             if not batch_changes:
@@ -224,7 +232,9 @@ class Scheduler:
                 self.wal.append(batch)
             except OSError as err:
                 cls = ResourceExhausted if err.errno == errno.ENOSPC else Unavailable
-                raise cls(f"the write-ahead log could not be written: {err}; nothing was written") from None
+                raise cls(
+                    f"the write-ahead log could not be written: {err}; nothing was written"
+                ) from None
             self.durable_epoch = batch.epoch
             with self._queue_ready:
                 self._queue.append(batch)
@@ -260,7 +270,9 @@ class Scheduler:
                 try:
                     circuit.step(ops)
                 except Exception:
-                    log.exception("circuit %s failed at epoch %d; it will be rebuilt", name, batch.epoch)
+                    log.exception(
+                        "circuit %s failed at epoch %d; it will be rebuilt", name, batch.epoch
+                    )
                     failed.append(name)
             for name in failed:
                 del self.circuits[name]
@@ -301,7 +313,9 @@ class Scheduler:
         key_attrs = tuple(keys[0])
         for i, key in enumerate(keys):
             if set(key) != set(key_attrs):
-                raise InvalidArgument(f"keys[{i}] names {sorted(key)}, keys[0] names {sorted(key_attrs)}")
+                raise InvalidArgument(
+                    f"keys[{i}] names {sorted(key)}, keys[0] names {sorted(key_attrs)}"
+                )
         unknown = [a for a in key_attrs if a not in relation.attributes]
         if unknown:
             raise InvalidArgument(

@@ -58,7 +58,10 @@ def relations_message(program: CompiledProgram) -> list[pb.Relation]:
         out.append(
             pb.Relation(
                 name=name,
-                attributes=[pb.Attribute(name=a, type=relation.types.get(a, "")) for a in relation.attributes],
+                attributes=[
+                    pb.Attribute(name=a, type=relation.types.get(a, ""))
+                    for a in relation.attributes
+                ],
                 kind=relation.kind,
                 is_view=name in program.views,
                 key=list(program.views.get(name, ())),
@@ -81,7 +84,9 @@ class ViewService(pb_grpc.ViewServiceServicer):
             context.abort(grpc.StatusCode.INTERNAL, f"internal error: {type(err).__name__}: {err}")
         raise AssertionError("unreachable: abort raises")
 
-    def Install(self, request: pb.InstallRequest, context: grpc.ServicerContext) -> pb.InstallResponse:
+    def Install(
+        self, request: pb.InstallRequest, context: grpc.ServicerContext
+    ) -> pb.InstallResponse:
         def run() -> pb.InstallResponse:
             program = self.scheduler.install(request.program, request.filename or "<program>")
             return pb.InstallResponse(relations=relations_message(program))
@@ -92,8 +97,12 @@ class ViewService(pb_grpc.ViewServiceServicer):
         def run() -> pb.WriteResponse:
             changes: list[tuple[str, Sequence[TypedRow], Sequence[TypedRow]]] = []
             for i, change in enumerate(request.changes):
-                inserts = [typed_row(r, f"changes[{i}].inserts[{j}]") for j, r in enumerate(change.inserts)]
-                deletes = [typed_row(r, f"changes[{i}].deletes[{j}]") for j, r in enumerate(change.deletes)]
+                inserts = [
+                    typed_row(r, f"changes[{i}].inserts[{j}]") for j, r in enumerate(change.inserts)
+                ]
+                deletes = [
+                    typed_row(r, f"changes[{i}].deletes[{j}]") for j, r in enumerate(change.deletes)
+                ]
                 changes.append((change.source, inserts, deletes))
             return pb.WriteResponse(epoch=self.scheduler.write(changes))
 
@@ -124,7 +133,9 @@ class ViewService(pb_grpc.ViewServiceServicer):
 
         return self._call(context, run)
 
-    def Describe(self, request: pb.DescribeRequest, context: grpc.ServicerContext) -> pb.DescribeResponse:
+    def Describe(
+        self, request: pb.DescribeRequest, context: grpc.ServicerContext
+    ) -> pb.DescribeResponse:
         program = self.scheduler.program
         if program is None:
             return pb.DescribeResponse()
@@ -140,7 +151,9 @@ class ViewService(pb_grpc.ViewServiceServicer):
             spark_jobs=stats.spark_jobs,
             dropped_deltas=stats.dropped_deltas,
             readers=[
-                pb.ReaderStats(view=r.view, key=list(r.key), partial=r.partial, present_keys=r.present_keys)
+                pb.ReaderStats(
+                    view=r.view, key=list(r.key), partial=r.partial, present_keys=r.present_keys
+                )
                 for r in stats.readers
             ],
         )

@@ -33,7 +33,7 @@ def _count(values: dict[Row, int]) -> object:
 
 
 def _sum(values: dict[Row, int]) -> object:
-    return sum(row[0] * weight for row, weight in values.items())  # type: ignore[operator]
+    return sum(row[0] * weight for row, weight in values.items())  # type: ignore[operator,misc]
 
 
 def _min(values: dict[Row, int]) -> object:

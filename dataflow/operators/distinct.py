@@ -55,7 +55,9 @@ class Distinct(Node):
     def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
         if not self.partial:
             return select_keys(self.state.as_zset().distinct(), cols, set(keys))
-        assert cols == self.key_cols, f"partial distinct queried on {cols}, keyed on {self.key_cols}"
+        assert cols == self.key_cols, (
+            f"partial distinct queried on {cols}, keyed on {self.key_cols}"
+        )
         missing = self.state.missing(keys)
         if missing:
             got: dict[Key, list[tuple[Row, int]]] = {k: [] for k in missing}

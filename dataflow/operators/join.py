@@ -71,7 +71,10 @@ class Join(Node):
     def hydrate(self) -> None:
         if self.partial:
             return
-        for side, node, cols in ((0, self.inputs[0], self.left_keys), (1, self.inputs[1], self.right_keys)):
+        for side, node, cols in (
+            (0, self.inputs[0], self.left_keys),
+            (1, self.inputs[1], self.right_keys),
+        ):
             for row, weight in node.query((), [()]).items():
                 self.sides[side].add(project(row, cols), row, weight)
 

@@ -66,13 +66,16 @@ class Map(Node):
         parent_cols = self.translate(cols)
         parent_keys: set[Key] = set()
         for key in keys:
-            if any(
-                isinstance(self.outputs[c], Constant) and self.outputs[c].value != v  # type: ignore[union-attr]
-                for c, v in zip(cols, key, strict=True)
-            ):
-                continue
-            by_col = {self.outputs[c].index: v for c, v in zip(cols, key, strict=True)  # type: ignore[union-attr]
-                      if isinstance(self.outputs[c], Column)}
+            by_col: dict[int, object] = {}
+            consistent = True
+            for c, v in zip(cols, key, strict=True):
+                out = self.outputs[c]
+                if isinstance(out, Constant):
+                    consistent = consistent and out.value == v
+                else:
+                    by_col[out.index] = v
+            if not consistent:
+                continue  # a key that contradicts a constant column has no rows
             parent_keys.add(tuple(by_col[pc] for pc in parent_cols))
         if not parent_keys:
             return ZSet()

@@ -10,7 +10,7 @@ Contract:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from ..keyed_state import Key, KeyedState, Row
 from ..node import Node, project
@@ -62,5 +62,5 @@ class Reader(Node):
         assert all(w == 1 for w in group.values()), f"reader multiset at {key!r}: {group}"
         return list(group)
 
-    def query(self, cols: tuple[int, ...], keys: Sequence[Key]) -> ZSet[Row]:
+    def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
         raise AssertionError("a reader is a sink; nothing upqueries it")

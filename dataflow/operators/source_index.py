@@ -69,7 +69,9 @@ class SourceIndex(Node):
     def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
         if not self.state.partial:
             return select_keys(self.state.as_zset(), cols, keys)
-        assert cols == self.key_cols, f"{self.describe()}: query on {cols}, keyed on {self.key_cols}"
+        assert cols == self.key_cols, (
+            f"{self.describe()}: query on {cols}, keyed on {self.key_cols}"
+        )
         missing = self.state.missing(keys)
         if missing:
             names = tuple(self.schema[c] for c in cols)

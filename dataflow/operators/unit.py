@@ -22,4 +22,5 @@ class Unit(Node):
         return ZSet()
 
     def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
-        return ZSet({(): 1})
+        unit: Row = ()
+        return ZSet({unit: 1})

@@ -17,6 +17,7 @@ assert not heavy, heavy
 
 
 def test_cli_imports_without_server_extras() -> None:
-    proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True,
-                          timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 0, proc.stderr

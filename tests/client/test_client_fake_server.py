@@ -20,6 +20,7 @@ from typing import Any
 
 import grpc
 import pytest
+
 from pomoview.client import (
     AsyncClient,
     Cid,
@@ -41,17 +42,21 @@ RELATIONS = [
     pb.Relation(
         name="vote",
         kind="source",
-        attributes=[pb.Attribute(name="article_id", type="int"),
-                    pb.Attribute(name="user_id", type="int")],
+        attributes=[
+            pb.Attribute(name="article_id", type="int"),
+            pb.Attribute(name="user_id", type="int"),
+        ],
     ),
     pb.Relation(
         name="articleWithVotes",
         kind="derived",
         is_view=True,
         key=["id"],
-        attributes=[pb.Attribute(name="id", type="int"),
-                    pb.Attribute(name="title", type="string"),
-                    pb.Attribute(name="votes", type="int")],
+        attributes=[
+            pb.Attribute(name="id", type="int"),
+            pb.Attribute(name="title", type="string"),
+            pb.Attribute(name="votes", type="int"),
+        ],
     ),
 ]
 
@@ -81,8 +86,9 @@ class FakeViewService(pb_grpc.ViewServiceServicer):
         self._record(request)
         if "syntax error" in request.program:
             context.set_trailing_metadata([("pomoview-position", f"{request.filename}:1:5")])
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                          f"{request.filename}:1:5: unexpected token")
+            context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, f"{request.filename}:1:5: unexpected token"
+            )
         return pb.InstallResponse(relations=RELATIONS)
 
     def Write(self, request: pb.WriteRequest, context: grpc.ServicerContext) -> Any:
@@ -103,8 +109,10 @@ class FakeViewService(pb_grpc.ViewServiceServicer):
         results = []
         for key in request.keys:
             base = row_to_dict(key)
-            rows = [dict_to_row({**base, "votes": 2, "title": "b"}),
-                    dict_to_row({**base, "votes": 1, "title": "a"})]
+            rows = [
+                dict_to_row({**base, "votes": 2, "title": "b"}),
+                dict_to_row({**base, "votes": 1, "title": "a"}),
+            ]
             results.append(pb.KeyRows(rows=rows))
         if request.view == "short":
             results = results[:-1]
@@ -117,10 +125,15 @@ class FakeViewService(pb_grpc.ViewServiceServicer):
     def Stats(self, request: pb.StatsRequest, context: grpc.ServicerContext) -> Any:
         self._record(request)
         return pb.StatsResponse(
-            applied_epoch=5, durable_epoch=6, flushed_epoch=3, upqueries=2, spark_jobs=1,
+            applied_epoch=5,
+            durable_epoch=6,
+            flushed_epoch=3,
+            upqueries=2,
+            spark_jobs=1,
             dropped_deltas=4,
-            readers=[pb.ReaderStats(view="articleWithVotes", key=["id"], partial=True,
-                                    present_keys=10)],
+            readers=[
+                pb.ReaderStats(view="articleWithVotes", key=["id"], partial=True, present_keys=10)
+            ],
         )
 
 
@@ -163,12 +176,19 @@ def dead_address() -> str:
 def test_install_sends_program_and_returns_relations(address: str, fake: FakeViewService) -> None:
     with Client(address) as db:
         rels = db.install("source vote(article_id: int, user_id: int).", filename="v.pomo")
-    assert fake.requests == [pb.InstallRequest(
-        program="source vote(article_id: int, user_id: int).", filename="v.pomo")]
+    assert fake.requests == [
+        pb.InstallRequest(program="source vote(article_id: int, user_id: int).", filename="v.pomo")
+    ]
     assert rels[1] == {
-        "name": "articleWithVotes", "kind": "derived", "is_view": True, "key": ["id"],
-        "attributes": [{"name": "id", "type": "int"}, {"name": "title", "type": "string"},
-                       {"name": "votes", "type": "int"}],
+        "name": "articleWithVotes",
+        "kind": "derived",
+        "is_view": True,
+        "key": ["id"],
+        "attributes": [
+            {"name": "id", "type": "int"},
+            {"name": "title", "type": "string"},
+            {"name": "votes", "type": "int"},
+        ],
     }
     assert rels[0]["is_view"] is False and rels[0]["key"] == []
 
@@ -186,18 +206,28 @@ def test_install_error_is_invalid_argument_with_message(address: str) -> None:
 
 def test_write_and_write_batch_requests(address: str, fake: FakeViewService) -> None:
     with Client(address) as db:
-        e1 = db.write("vote", insert=[{"article_id": 1, "user_id": 7}],
-                      delete=[{"article_id": 2, "user_id": 8}])
-        e2 = db.write_batch({
-            "article": ([{"id": 1, "title": "x", "ref": Cid("bafy")}], []),
-            "vote": (iter([{"article_id": 1, "user_id": 9}]), ()),
-        })
+        e1 = db.write(
+            "vote",
+            insert=[{"article_id": 1, "user_id": 7}],
+            delete=[{"article_id": 2, "user_id": 8}],
+        )
+        e2 = db.write_batch(
+            {
+                "article": ([{"id": 1, "title": "x", "ref": Cid("bafy")}], []),
+                "vote": (iter([{"article_id": 1, "user_id": 9}]), ()),
+            }
+        )
     assert e2 == e1 + 1
     first, second = fake.requests
-    assert first == pb.WriteRequest(changes=[pb.SourceChanges(
-        source="vote",
-        inserts=[dict_to_row({"article_id": 1, "user_id": 7})],
-        deletes=[dict_to_row({"article_id": 2, "user_id": 8})])])
+    assert first == pb.WriteRequest(
+        changes=[
+            pb.SourceChanges(
+                source="vote",
+                inserts=[dict_to_row({"article_id": 1, "user_id": 7})],
+                deletes=[dict_to_row({"article_id": 2, "user_id": 8})],
+            )
+        ]
+    )
     assert [c.source for c in second.changes] == ["article", "vote"]
     assert second.changes[0].inserts[0].fields["ref"].cid_value == "bafy"
     assert len(second.changes[1].inserts) == 1 and not second.changes[1].deletes
@@ -213,7 +243,9 @@ def test_lookup_and_min_epoch(address: str, fake: FakeViewService) -> None:
         rows = db.lookup("articleWithVotes", {"id": 1}, min_epoch=3)
         db.lookup("articleWithVotes", {"id": 1})
     assert sorted(rows, key=lambda r: str(r["votes"])) == [
-        {"id": 1, "votes": 1, "title": "a"}, {"id": 1, "votes": 2, "title": "b"}]
+        {"id": 1, "votes": 1, "title": "a"},
+        {"id": 1, "votes": 2, "title": "b"},
+    ]
     with_epoch, without = fake.requests
     assert with_epoch.view == "articleWithVotes"
     assert [row_to_dict(k) for k in with_epoch.keys] == [{"id": 1}]
@@ -237,8 +269,12 @@ def test_lookup_result_count_mismatch_is_refused(address: str) -> None:
 
 @pytest.mark.parametrize(
     ("view", "cls"),
-    [("missing", NotFound), ("spark", Unavailable), ("noprogram", FailedPrecondition),
-     ("future", OutOfRange)],
+    [
+        ("missing", NotFound),
+        ("spark", Unavailable),
+        ("noprogram", FailedPrecondition),
+        ("future", OutOfRange),
+    ],
 )
 def test_status_codes_map_to_classes(address: str, view: str, cls: type[PomoviewError]) -> None:
     with Client(address) as db, pytest.raises(cls) as info:
@@ -266,10 +302,15 @@ def test_describe_and_stats(address: str) -> None:
     assert desc["program"] == "source vote(...)."
     assert isinstance(desc["relations"], list) and len(desc["relations"]) == 2
     assert stats == {
-        "applied_epoch": 5, "durable_epoch": 6, "flushed_epoch": 3, "upqueries": 2,
-        "spark_jobs": 1, "dropped_deltas": 4,
-        "readers": [{"view": "articleWithVotes", "key": ["id"], "partial": True,
-                     "present_keys": 10}],
+        "applied_epoch": 5,
+        "durable_epoch": 6,
+        "flushed_epoch": 3,
+        "upqueries": 2,
+        "spark_jobs": 1,
+        "dropped_deltas": 4,
+        "readers": [
+            {"view": "articleWithVotes", "key": ["id"], "partial": True, "present_keys": 10}
+        ],
     }
 
 
@@ -295,8 +336,9 @@ def test_async_client_same_requests_and_errors(address: str, fake: FakeViewServi
             rels = await db.install("p", filename="a.pomo")
             assert [r["name"] for r in rels] == ["vote", "articleWithVotes"]
             epoch = await db.write("vote", insert=[{"article_id": 1, "user_id": 2}])
-            assert epoch == await db.write_batch({"vote": ([], [{"article_id": 1,
-                                                                 "user_id": 2}])}) - 1
+            assert (
+                epoch == await db.write_batch({"vote": ([], [{"article_id": 1, "user_id": 2}])}) - 1
+            )
             rows = await db.lookup("articleWithVotes", {"id": 4}, min_epoch=epoch)
             assert {r["votes"] for r in rows} == {1, 2}
             many = await db.lookup_many("articleWithVotes", [{"id": 5}, {"id": 6}])
@@ -314,12 +356,20 @@ def test_async_client_same_requests_and_errors(address: str, fake: FakeViewServi
 
     asyncio.run(scenario())
     kinds = [type(r).__name__ for r in fake.requests]
-    assert kinds[:7] == ["InstallRequest", "WriteRequest", "WriteRequest", "LookupRequest",
-                         "LookupRequest", "StatsRequest", "DescribeRequest"]
+    assert kinds[:7] == [
+        "InstallRequest",
+        "WriteRequest",
+        "WriteRequest",
+        "LookupRequest",
+        "LookupRequest",
+        "StatsRequest",
+        "DescribeRequest",
+    ]
     lookup = fake.requests[3]
     assert lookup.HasField("min_epoch") and row_to_dict(lookup.keys[0]) == {"id": 4}
     assert list(fake.requests[2].changes[0].deletes) == [
-        dict_to_row({"article_id": 1, "user_id": 2})]
+        dict_to_row({"article_id": 1, "user_id": 2})
+    ]
 
 
 def test_async_wait_ready_times_out(dead_address: str) -> None:
@@ -334,8 +384,9 @@ def test_async_wait_ready_times_out(dead_address: str) -> None:
 # ---------------------------------------------------------------- CLI
 
 
-def test_cli_install(address: str, fake: FakeViewService, tmp_path: Path,
-                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_install(
+    address: str, fake: FakeViewService, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     prog = tmp_path / "votes.pomo"
     prog.write_text("source vote(article_id: int, user_id: int).")
     assert main(["install", str(prog), "--address", address]) == 0
@@ -346,8 +397,9 @@ def test_cli_install(address: str, fake: FakeViewService, tmp_path: Path,
     assert fake.requests[0].filename == str(prog)
 
 
-def test_cli_install_error(address: str, tmp_path: Path,
-                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_install_error(
+    address: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     prog = tmp_path / "bad.pomo"
     prog.write_text("syntax error")
     assert main(["install", str(prog), "--address", address]) == 1
@@ -355,26 +407,44 @@ def test_cli_install_error(address: str, tmp_path: Path,
     assert err.strip() == f"error: INVALID_ARGUMENT: {prog}:1:5: unexpected token"
 
 
-def test_cli_write_one_batch(address: str, fake: FakeViewService, tmp_path: Path,
-                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_write_one_batch(
+    address: str, fake: FakeViewService, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     lines = tmp_path / "changes.jsonl"
-    lines.write_text('{"insert": {"article_id": 3, "user_id": 1}}\n\n'
-                     '{"delete": {"article_id": 4, "user_id": 1}}\n'
-                     '{"article_id": 5, "user_id": 1, "w": 0.5}\n')
-    argv = ["write", "vote", "--insert", '{"article_id": 1, "user_id": 7}',
-            "--insert", '{"article_id": 2, "user_id": 7, "b": {"$bytes": "AAE="}}',
-            "--delete", '{"article_id": 9, "user_id": 7}', "--file", str(lines),
-            "--address", address]
+    lines.write_text(
+        '{"insert": {"article_id": 3, "user_id": 1}}\n\n'
+        '{"delete": {"article_id": 4, "user_id": 1}}\n'
+        '{"article_id": 5, "user_id": 1, "w": 0.5}\n'
+    )
+    argv = [
+        "write",
+        "vote",
+        "--insert",
+        '{"article_id": 1, "user_id": 7}',
+        "--insert",
+        '{"article_id": 2, "user_id": 7, "b": {"$bytes": "AAE="}}',
+        "--delete",
+        '{"article_id": 9, "user_id": 7}',
+        "--file",
+        str(lines),
+        "--address",
+        address,
+    ]
     assert main(argv) == 0
     assert capsys.readouterr().out == f"epoch {fake.epoch}\n"
     (req,) = fake.requests
     (ch,) = req.changes
     assert ch.source == "vote"
     assert [row_to_dict(r) for r in ch.inserts] == [
-        {"article_id": 1, "user_id": 7}, {"article_id": 2, "user_id": 7, "b": b"\x00\x01"},
-        {"article_id": 3, "user_id": 1}, {"article_id": 5, "user_id": 1, "w": 0.5}]
+        {"article_id": 1, "user_id": 7},
+        {"article_id": 2, "user_id": 7, "b": b"\x00\x01"},
+        {"article_id": 3, "user_id": 1},
+        {"article_id": 5, "user_id": 1, "w": 0.5},
+    ]
     assert [row_to_dict(r) for r in ch.deletes] == [
-        {"article_id": 9, "user_id": 7}, {"article_id": 4, "user_id": 1}]
+        {"article_id": 9, "user_id": 7},
+        {"article_id": 4, "user_id": 1},
+    ]
     assert ch.inserts[3].fields["w"].WhichOneof("kind") == "float_value"
     assert ch.inserts[0].fields["user_id"].WhichOneof("kind") == "int_value"
 
@@ -383,8 +453,9 @@ def test_cli_write_one_batch(address: str, fake: FakeViewService, tmp_path: Path
     "key_args",
     [['{"id": 1, "flag": true, "name": "7"}'], ["id=1", "flag=true", 'name="7"']],
 )
-def test_cli_lookup(address: str, fake: FakeViewService, key_args: list[str],
-                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_lookup(
+    address: str, fake: FakeViewService, key_args: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
     argv = ["lookup", "articleWithVotes", *key_args, "--min-epoch", "2", "--address", address]
     assert main(argv) == 0
     out = capsys.readouterr().out.splitlines()
@@ -403,7 +474,12 @@ def test_cli_lookup_pair_value_types(address: str, fake: FakeViewService) -> Non
     argv = ["lookup", "v", "i=-3", "f=2.5", "e=1e3", "s=abc", "t=false", "--address", address]
     assert main(argv) == 0
     assert row_to_dict(fake.requests[0].keys[0]) == {
-        "i": -3, "f": 2.5, "e": 1000.0, "s": "abc", "t": False}
+        "i": -3,
+        "f": 2.5,
+        "e": 1000.0,
+        "s": "abc",
+        "t": False,
+    }
 
 
 def test_cli_lookup_not_found(address: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -417,15 +493,17 @@ def test_cli_stats(address: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert stats["durable_epoch"] == 6 and stats["readers"][0]["partial"] is True
 
 
-def test_cli_address_from_env(address: str, fake: FakeViewService,
-                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_address_from_env(
+    address: str, fake: FakeViewService, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("POMOVIEW_ADDRESS", address)
     assert main(["stats"]) == 0
     assert len(fake.requests) == 1
 
 
-def test_cli_connection_refused_names_address(dead_address: str,
-                                              capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_connection_refused_names_address(
+    dead_address: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["stats", "--address", dead_address]) == 1
     err = capsys.readouterr().err
     assert err.startswith(f"error: cannot connect to pomoview server at {dead_address}")
@@ -443,8 +521,9 @@ def test_cli_connection_refused_names_address(dead_address: str,
         ["install", "/nonexistent/prog.pomo"],
     ],
 )
-def test_cli_usage_errors_exit_2(argv: list[str], fake: FakeViewService,
-                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_usage_errors_exit_2(
+    argv: list[str], fake: FakeViewService, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main([*argv, "--address", "127.0.0.1:1"]) == 2
     assert "pomoview: error:" in capsys.readouterr().err
     assert fake.requests == []
@@ -463,12 +542,23 @@ def test_cli_serve_passes_arguments(monkeypatch: pytest.MonkeyPatch, tmp_path: P
     monkeypatch.setitem(sys.modules, "pomoview.server.app", fake_app)
     monkeypatch.setenv("POMOVIEW_SPARK_MASTER", "spark://h:7077")
     monkeypatch.delenv("POMOVIEW_DATA", raising=False)
-    assert main(["serve", "--port", "9000", "--program", "p.pomo",
-                 "--flush-interval", "0.5"]) == 0
+    assert main(["serve", "--port", "9000", "--program", "p.pomo", "--flush-interval", "0.5"]) == 0
     assert main(["serve", "--data", str(tmp_path)]) == 0
     assert calls == [
-        {"data_dir": Path("./data"), "host": "127.0.0.1", "port": 9000,
-         "program": Path("p.pomo"), "spark_master": "spark://h:7077", "flush_interval": 0.5},
-        {"data_dir": tmp_path, "host": "127.0.0.1", "port": 7878, "program": None,
-         "spark_master": "spark://h:7077", "flush_interval": 5.0},
+        {
+            "data_dir": Path("./data"),
+            "host": "127.0.0.1",
+            "port": 9000,
+            "program": Path("p.pomo"),
+            "spark_master": "spark://h:7077",
+            "flush_interval": 0.5,
+        },
+        {
+            "data_dir": tmp_path,
+            "host": "127.0.0.1",
+            "port": 7878,
+            "program": None,
+            "spark_master": "spark://h:7077",
+            "flush_interval": 5.0,
+        },
     ]

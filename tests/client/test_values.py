@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from pomoview.client import Cid
 from pomoview.client.values import (
     INT64_MAX,
@@ -88,6 +89,11 @@ def test_unset_value_is_an_error() -> None:
 
 def test_row_round_trip_mixed() -> None:
     d: dict[str, object] = {
-        "id": 1, "score": 2.5, "title": "t", "ok": True, "blob": b"z", "ref": Cid("bafx"),
+        "id": 1,
+        "score": 2.5,
+        "title": "t",
+        "ok": True,
+        "blob": b"z",
+        "ref": Cid("bafx"),
     }
     assert row_to_dict(pb.Row.FromString(dict_to_row(d).SerializeToString())) == d

@@ -18,7 +18,9 @@ VOTES = REPO / "examples" / "votes.pomo"
 class ServerProcess:
     """One server process over `data_dir`; `address` is set once it listens."""
 
-    def __init__(self, data_dir: Path, program: Path | None = None, flush_interval: float = 1.0) -> None:
+    def __init__(
+        self, data_dir: Path, program: Path | None = None, flush_interval: float = 1.0
+    ) -> None:
         self.data_dir = data_dir
         self.program = program
         self.flush_interval = flush_interval
@@ -28,25 +30,39 @@ class ServerProcess:
 
     def start(self, timeout: float = 120.0) -> ServerProcess:
         args = [
-            sys.executable, "-m", "pomoview.server.cli", "serve",
-            "--data", str(self.data_dir),
-            "--host", "127.0.0.1",
-            "--port", "0",
-            "--spark-master", "local[2]",
-            "--flush-interval", str(self.flush_interval),
+            sys.executable,
+            "-m",
+            "pomoview.server.cli",
+            "serve",
+            "--data",
+            str(self.data_dir),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--spark-master",
+            "local[2]",
+            "--flush-interval",
+            str(self.flush_interval),
         ]
         if self.program is not None:
             args += ["--program", str(self.program)]
         log = open(self.log_path, "a")
         self.process = subprocess.Popen(
-            args, stdout=subprocess.PIPE, stderr=log, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+            args,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
         assert self.process.stdout is not None
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             line = self.process.stdout.readline()
             if not line:
-                raise RuntimeError(f"server exited ({self.process.wait()}); log:\n{self.log_path.read_text()[-4000:]}")
+                raise RuntimeError(
+                    f"server exited ({self.process.wait()}); log:\n{self.log_path.read_text()[-4000:]}"
+                )
             if line.startswith("pomoview listening on "):
                 self.address = line.split()[-1]
                 return self

@@ -34,7 +34,9 @@ def test_syntax_error_names_line_and_column(votes_server: ServerProcess, seeded:
         _unchanged(db, seeded)
 
 
-def test_unknown_attribute_in_program_is_positioned(votes_server: ServerProcess, seeded: int) -> None:
+def test_unknown_attribute_in_program_is_positioned(
+    votes_server: ServerProcess, seeded: int
+) -> None:
     program = "source a(x: int).\nview b(x).\nb(x: X) :- a(y: X).\n"
     with votes_server.client() as db:
         with pytest.raises(InvalidArgument) as err:
@@ -52,7 +54,12 @@ def test_unknown_attribute_in_program_is_positioned(votes_server: ServerProcess,
         ("vote", [{"article_id": 1, "user_id": 2, "extra": 3}], [], "unknown attribute extra"),
         ("vote", [{"article_id": "one", "user_id": 2}], [], "attribute 'article_id': expected int"),
         ("article", [{"id": 1, "title": 5}], [], "attribute 'title': expected string"),
-        ("vote", [{"article_id": 77, "user_id": 3}], [{"article_id": 77, "user_id": 3}], "both inserts and deletes"),
+        (
+            "vote",
+            [{"article_id": 77, "user_id": 3}],
+            [{"article_id": 77, "user_id": 3}],
+            "both inserts and deletes",
+        ),
     ],
 )
 def test_bad_write_is_refused_and_changes_nothing(
@@ -61,7 +68,11 @@ def test_bad_write_is_refused_and_changes_nothing(
     with votes_server.client() as db:
         # A valid change ride along in the same batch must not be applied either.
         good = {"vote": ([{"article_id": 77, "user_id": 42}], [])}
-        changes = {**good, source: (insert, delete)} if source != "vote" else {source: (insert + good["vote"][0], delete)}
+        changes = (
+            {**good, source: (insert, delete)}
+            if source != "vote"
+            else {source: (insert + good["vote"][0], delete)}
+        )
         with pytest.raises(InvalidArgument) as err:
             db.write_batch(changes)
         assert needle in str(err.value)

@@ -51,11 +51,18 @@ def test_vote_lookups_match_python_over_writes_and_deletes(votes_server: ServerP
                 _check(db, model, rng.sample(range(n_articles), 3), epoch)
         # Retitle an article and delete another one, in one atomic batch.
         epoch = db.write_batch(
-            {"article": ([{"id": 5, "title": "renamed"}], [{"id": 5, "title": "article 5"},
-                                                           {"id": 6, "title": "article 6"}])}
+            {
+                "article": (
+                    [{"id": 5, "title": "renamed"}],
+                    [{"id": 5, "title": "article 5"}, {"id": 6, "title": "article 6"}],
+                )
+            }
         )
-        model.apply("article", [{"id": 5, "title": "renamed"}],
-                    [{"id": 5, "title": "article 5"}, {"id": 6, "title": "article 6"}])
+        model.apply(
+            "article",
+            [{"id": 5, "title": "renamed"}],
+            [{"id": 5, "title": "article 5"}, {"id": 6, "title": "article 6"}],
+        )
         _check(db, model, list(range(n_articles)) + [n_articles + 1], epoch)
         stats = db.stats()
         assert stats["dropped_deltas"] > 0, "writes for keys nobody looked up were dropped"
@@ -67,7 +74,10 @@ def test_cold_keys_after_flush_read_parquet_plus_log(votes_server: ServerProcess
     with votes_server.client() as db:
         base = 1000
         epoch = db.write("article", insert=[{"id": base + i, "title": f"t{i}"} for i in range(5)])
-        db.write("vote", insert=[{"article_id": base + i, "user_id": u} for i in range(5) for u in range(i)])
+        db.write(
+            "vote",
+            insert=[{"article_id": base + i, "user_id": u} for i in range(5) for u in range(i)],
+        )
         wait_for_flush(db, epoch + 1)
         epoch = db.write(
             "vote",
