@@ -132,10 +132,10 @@ class Scheduler:
         path = self._program_path()
         if path.exists():
             self.program = compile_program(path.read_text(), path.name)
-        schemas: dict[str, SourceSchema] = {}
-        if self.program is not None:
-            for name in self.program.checked.sources:
-                schemas[name] = self.program.source_schema(name)
+        # Every source ever installed is registered in the store before its first write, so
+        # the store knows the schema of everything the log can hold, even of sources the
+        # current program no longer declares.
+        schemas: dict[str, SourceSchema] = self.store.schemas()
         batches = self.wal.recover(schemas)
         version = self.store.version
         self.tail = LogTail(b for b in batches if b.epoch > version)

@@ -191,6 +191,11 @@ class SourceStore:
             state = self._snapshot.sources.get(source)
         return None if state is None else state.schema
 
+    def schemas(self) -> dict[str, SourceSchema]:
+        """Every registered source's schema, including sources no program declares any more."""
+        with self._lock:
+            return {name: state.schema for name, state in self._snapshot.sources.items()}
+
     def ensure_source(self, name: str, schema: SourceSchema) -> None:
         """Register a source with its schema; a no-op if it is registered with the same one.
 
