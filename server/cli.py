@@ -164,7 +164,15 @@ def format_relation(rel: dict[str, object]) -> str:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """Runs the server until SIGINT/SIGTERM."""
-    from pomoview.server.app import serve  # needs the server extra (pyspark, lark)
+    try:
+        from pomoview.server.app import serve  # needs the server extra (pyspark, lark)
+    except ModuleNotFoundError as err:
+        print(
+            f"pomoview: serve needs the server extra ({err.name} is missing): "
+            "pip install 'pomoview[server]'",
+            file=sys.stderr,
+        )
+        return 2
 
     serve(
         data_dir=Path(args.data),
