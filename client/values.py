@@ -85,5 +85,8 @@ def dict_to_row(values: Mapping[str, object]) -> pb.Row:
 
 
 def row_to_dict(row: pb.Row) -> dict[str, object]:
-    """Returns a `Row` as a plain dict of attribute name to Python value."""
-    return {name: from_value(name, value) for name, value in row.fields.items()}
+    """Returns a `Row` as a plain dict of attribute name to Python value, names in sorted order.
+
+    A protobuf map has no order of its own; sorting makes printed rows repeatable.
+    """
+    return {name: from_value(name, row.fields[name]) for name in sorted(row.fields)}

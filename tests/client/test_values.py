@@ -97,3 +97,9 @@ def test_row_round_trip_mixed() -> None:
         "ref": Cid("bafx"),
     }
     assert row_to_dict(pb.Row.FromString(dict_to_row(d).SerializeToString())) == d
+
+
+def test_row_to_dict_orders_attributes_by_name() -> None:
+    # Five names: the map's own iteration order is not sorted for these (checked by hand).
+    row = dict_to_row({"votes": 1, "id": 2, "title": "t", "a": 3, "zz": 4})
+    assert list(row_to_dict(row)) == ["a", "id", "title", "votes", "zz"]
