@@ -10,7 +10,10 @@ from concurrent import futures
 from pathlib import Path
 
 import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
 
+from pomoview.proto.pomoview.v1 import view_service_pb2 as pb
 from pomoview.proto.pomoview.v1 import view_service_pb2_grpc as pb_grpc
 
 from .errors import ServiceError
@@ -46,11 +49,19 @@ def serve(
     scheduler.start()
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=16, thread_name_prefix="grpc"))
     pb_grpc.add_ViewServiceServicer_to_server(ViewService(scheduler), server)
+    health_servicer = health.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    service_name = pb.DESCRIPTOR.services_by_name["ViewService"].full_name
+    reflection.enable_server_reflection(
+        (service_name, health.SERVICE_NAME, reflection.SERVICE_NAME), server
+    )
     bound = server.add_insecure_port(f"{host}:{port}")
     if bound == 0:
         print(f"pomoview: cannot listen on {host}:{port}", file=sys.stderr)
         raise SystemExit(1)
     server.start()
+    for name in ("", service_name):
+        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     print(f"pomoview listening on {host}:{bound}", flush=True)
     done = threading.Event()
 
@@ -61,6 +72,7 @@ def serve(
     signal.signal(signal.SIGTERM, on_signal)
     done.wait()
     log.info("shutting down")
+    health_servicer.enter_graceful_shutdown()
     server.stop(grace=2).wait()
     scheduler.stop()
     spark.stop()
