@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from .keyed_state import Key, Row
-from .node import Metrics, Node
+from .node import Fetch, Metrics, Node
 from .operators.reader import Reader
 from .operators.source_index import SourceIndex
 from .zset import ZSet
@@ -54,6 +54,12 @@ class Circuit:
                 self.sources.setdefault(node.source, []).append(node)
 
         self.hydrated = False
+
+    def set_fetch(self, fetch: Fetch) -> None:
+        """Points every source index at `fetch` (the scheduler passes one per lookup)."""
+        for indexes in self.sources.values():
+            for index in indexes:
+                index.fetch = fetch
 
     def hydrate(self) -> None:
         """Loads every full state; inputs come first, so each reads hydrated inputs."""

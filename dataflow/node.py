@@ -24,8 +24,23 @@ from .zset import ZSet
 
 # (source name, attribute names, keys) -> the source's present tuples whose
 # attributes equal one of the keys, at the current epoch. An empty attribute
-# list with the key () asks for the whole source.
+# list with the key () asks for the whole source. It may raise FetchPending.
 Fetch = Callable[[str, tuple[str, ...], list[Key]], Iterable[Row]]
+
+
+class FetchPending(Exception):  # noqa: N818 (a signal, not an error)
+    """Raised by a Fetch whose answer is not at hand yet (say, a Spark job must run first).
+
+    Every node asks all of its inputs before it fills any state of its own, so the
+    upquery stops with each state either filled completely or untouched; the caller
+    gets the answer ready and runs the lookup again.
+    """
+
+    def __init__(self, source: str, columns: tuple[str, ...], keys: list[Key]) -> None:
+        super().__init__(f"fetch {source} by {columns} for {len(keys)} key(s)")
+        self.source = source
+        self.columns = columns
+        self.keys = keys
 
 
 @dataclass

@@ -14,10 +14,15 @@ from .types import LoggedBatch, SourceChange, Tuple_, Value
 
 
 class LogTail:
-    """Batches logged after the store's version, oldest first. Not thread-safe: the caller locks."""
+    """Batches logged after the store's version, oldest first. Not thread-safe: the caller locks.
 
-    def __init__(self, batches: Iterable[LoggedBatch] = ()) -> None:
-        self.batches: list[LoggedBatch] = list(batches)
+    `base` is the epoch the tail starts after: a snapshot at version v can be
+    advanced with this tail exactly when v >= base.
+    """
+
+    def __init__(self, base: int, batches: Iterable[LoggedBatch] = ()) -> None:
+        self.base = base
+        self.batches: list[LoggedBatch] = [b for b in batches if b.epoch > base]
 
     def append(self, batch: LoggedBatch) -> None:
         assert not self.batches or batch.epoch > self.batches[-1].epoch
@@ -29,6 +34,7 @@ class LogTail:
     def trim_through(self, epoch: int) -> None:
         """Forgets batches at or below `epoch` (they are durable in Parquet now)."""
         self.batches = [b for b in self.batches if b.epoch > epoch]
+        self.base = max(self.base, epoch)
 
     def overlay(
         self,
@@ -40,6 +46,7 @@ class LogTail:
         keys: Collection[tuple[Value, ...]],
     ) -> set[Tuple_]:
         """`snapshot` (the source at `snapshot_version`, restricted to `keys`) advanced to `through`."""
+        assert snapshot_version >= self.base, "the tail no longer holds the writes after the snapshot"
         present = set(snapshot)
         wanted = set(keys)
         for batch in self.batches:

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from pomoview.dataflow.circuit import Circuit
 from pomoview.dataflow.keyed_state import Key, Row
+from pomoview.dataflow.node import Fetch, FetchPending
 from pomoview.dataflow.zset import ZSet
 from pomoview.planner.compile import CompiledProgram, compile_program
 from pomoview.planner.errors import ProgramError
@@ -50,6 +51,20 @@ log = logging.getLogger("pomoview.scheduler")
 # A value as it arrived on the wire: (type name, Python value).
 TypedValue = tuple[str, Value]
 TypedRow = Mapping[str, TypedValue]
+
+
+MAX_UPQUERY_ROUNDS = 64
+
+
+@dataclass(frozen=True)
+class Prefetched:
+    """A keyed Spark job's answer: `source` at store `version`, restricted to `keys`."""
+
+    source: str
+    columns: tuple[str, ...]
+    keys: frozenset[Key]
+    version: int
+    tuples: list[Tuple_]
 
 
 @dataclass
@@ -115,6 +130,7 @@ class Scheduler:
         self.program: CompiledProgram | None = None
         self.circuits: dict[tuple[str, tuple[str, ...]], Circuit] = {}
         self.counters = Counters()
+        self._counter_lock = threading.Lock()
         self._write_lock = threading.Lock()
         self._dataflow = threading.Condition(threading.Lock())
         self._queue: deque[LoggedBatch] = deque()
@@ -138,7 +154,7 @@ class Scheduler:
         schemas: dict[str, SourceSchema] = self.store.schemas()
         batches = self.wal.recover(schemas)
         version = self.store.version
-        self.tail = LogTail(b for b in batches if b.epoch > version)
+        self.tail = LogTail(version, batches)
         self.durable_epoch = max(self.wal.last_epoch, version)
         # No reader exists before the first lookup, so every logged batch counts as applied:
         # a reader built later reads it through the overlay.
@@ -281,20 +297,45 @@ class Scheduler:
 
     # -- lookup -------------------------------------------------------------------
 
-    def _fetch(self, source: str, cols: tuple[str, ...], keys: list[Key]) -> Iterable[Row]:
-        """The source's tuples whose `cols` are in `keys`, as of the applied epoch.
+    def _fetch_from(self, answers: list[Prefetched]) -> Fetch:
+        """A Fetch for the dataflow that answers from Spark results fetched before this round.
 
-        Called by the dataflow on the dataflow lock, so neither the applied epoch nor
-        the log tail moves while it runs.
+        It runs on the dataflow lock, so the applied epoch and the log tail stand still
+        while it advances a snapshot to the applied epoch with the logged writes after it.
+        A request no answer covers raises FetchPending: the lookup then runs that Spark
+        job without the lock, and tries again.
         """
-        self.counters.spark_jobs += 1
+
+        def fetch(source: str, cols: tuple[str, ...], keys: list[Key]) -> Iterable[Row]:
+            wanted = set(keys)
+            for answer in answers:
+                if (
+                    answer.source == source
+                    and answer.columns == cols
+                    and wanted <= answer.keys
+                    and answer.version >= self.tail.base
+                ):
+                    schema = [a for a, _ in self._require_program().source_schema(source)]
+                    positions = [schema.index(c) for c in cols]
+                    tuples = answer.tuples
+                    if wanted != answer.keys:
+                        tuples = [t for t in tuples if tuple(t[i] for i in positions) in wanted]
+                    return self.tail.overlay(
+                        source, tuples, answer.version, self.applied_epoch, positions, keys
+                    )
+            raise FetchPending(source, cols, keys)
+
+        return fetch
+
+    def _run_spark_fetch(self, pending: FetchPending) -> Prefetched:
+        """One keyed Spark job over the Parquet store, run without any scheduler lock."""
+        with self._counter_lock:
+            self.counters.spark_jobs += 1
         try:
-            version, tuples = self.store.fetch(source, cols, keys)  # type: ignore[arg-type]
+            version, tuples = self.store.fetch(pending.source, pending.columns, pending.keys)  # type: ignore[arg-type]
         except Exception as err:
-            raise Unavailable(f"the upquery on {source!r} failed in Spark: {err}") from err
-        schema = [a for a, _ in self._require_program().source_schema(source)]
-        positions = [schema.index(c) for c in cols]
-        return self.tail.overlay(source, tuples, version, self.applied_epoch, positions, keys)  # type: ignore[arg-type]
+            raise Unavailable(f"the upquery on {pending.source!r} failed in Spark: {err}") from err
+        return Prefetched(pending.source, pending.columns, frozenset(pending.keys), version, tuples)
 
     def lookup(
         self,
@@ -313,9 +354,7 @@ class Scheduler:
         key_attrs = tuple(keys[0])
         for i, key in enumerate(keys):
             if set(key) != set(key_attrs):
-                raise InvalidArgument(
-                    f"keys[{i}] names {sorted(key)}, keys[0] names {sorted(key_attrs)}"
-                )
+                raise InvalidArgument(f"keys[{i}] names {sorted(key)}, keys[0] names {sorted(key_attrs)}")
         unknown = [a for a in key_attrs if a not in relation.attributes]
         if unknown:
             raise InvalidArgument(
@@ -326,35 +365,71 @@ class Scheduler:
             tuple(_coerce(k[a], relation.types[a], f"keys[{i}].{a}") for a in key_attrs)
             for i, k in enumerate(keys)
         ]
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with self._dataflow:
-            if min_epoch is not None:
-                if min_epoch > self.durable_epoch:
-                    raise OutOfRange(
-                        f"min_epoch {min_epoch} is ahead of the last committed epoch {self.durable_epoch}"
-                    )
-                while self.applied_epoch < min_epoch:
-                    remaining = None if deadline is None else deadline - time.monotonic()
-                    if remaining is not None and remaining <= 0:
-                        raise DeadlineExceeded(f"epoch {min_epoch} was not applied in time")
-                    self._dataflow.wait(timeout=remaining)
-            name = (view, key_attrs)
-            try:
-                circuit = self.circuits.get(name)
-                if circuit is None:
-                    circuit = program.build_reader(view, key_attrs, self._fetch)
-                    self.circuits[name] = circuit
-                if circuit.reader.missing(key_tuples):
-                    self.counters.upqueries += 1
-                rows = circuit.lookup(key_tuples)
-            except Exception:
-                # A failed upquery may have filled some states and not others: drop the
-                # circuit so that no half-filled state is ever read (it is rebuilt next time).
-                self.circuits.pop(name, None)
-                raise
-            epoch = self.applied_epoch
+        if min_epoch is not None:
+            self._wait_applied(min_epoch, None if timeout is None else time.monotonic() + timeout)
+        answers: list[Prefetched] = []
+        missed = False
+        # Each round either answers or names one Spark job it needs; the circuit has
+        # finitely many source indexes, so a lookup needs few rounds.
+        for _ in range(MAX_UPQUERY_ROUNDS):
+            with self._dataflow:
+                if self.program is not program:
+                    raise Unavailable("the program was replaced during the lookup; retry")
+                try:
+                    rows = self._lookup_locked(program, view, key_attrs, key_tuples, answers)
+                except FetchPending as pending:
+                    needed = pending
+                    missed = True
+                else:
+                    epoch = self.applied_epoch
+                    break
+            answers.append(self._run_spark_fetch(needed))
+        else:
+            raise Unavailable(f"the upquery for {view!r} did not settle in {MAX_UPQUERY_ROUNDS} rounds")
+        if missed:
+            with self._counter_lock:
+                self.counters.upqueries += 1
         attrs = relation.attributes
         return [[dict(zip(attrs, row, strict=True)) for row in group] for group in rows], epoch  # type: ignore[misc]
+
+    def _wait_applied(self, min_epoch: int, deadline: float | None) -> None:
+        with self._dataflow:
+            if min_epoch > self.durable_epoch:
+                raise OutOfRange(
+                    f"min_epoch {min_epoch} is ahead of the last committed epoch {self.durable_epoch}"
+                )
+            while self.applied_epoch < min_epoch:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise DeadlineExceeded(f"epoch {min_epoch} was not applied in time")
+                self._dataflow.wait(timeout=remaining)
+
+    def _lookup_locked(
+        self,
+        program: CompiledProgram,
+        view: str,
+        key_attrs: tuple[str, ...],
+        key_tuples: list[Key],
+        answers: list[Prefetched],
+    ) -> list[list[Row]]:
+        name = (view, key_attrs)
+        fetch = self._fetch_from(answers)
+        circuit = self.circuits.get(name)
+        if circuit is None:
+            # Building hydrates the full states; a FetchPending here discards the new circuit.
+            circuit = program.build_reader(view, key_attrs, fetch)
+            self.circuits[name] = circuit
+        else:
+            circuit.set_fetch(fetch)
+        try:
+            return circuit.lookup(key_tuples)
+        except FetchPending:
+            raise  # every state is filled completely or untouched: keep the circuit
+        except Exception:
+            # Anything else may have left a state half filled: drop the circuit so that it
+            # is never read (it is rebuilt at the next lookup).
+            del self.circuits[name]
+            raise
 
     # -- flush --------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ Contract:
   the other).
 - Full mode: both sides hydrated from their inputs; upqueries on any columns
   are answered by scanning.
+- An upquery that raises (an input cannot answer yet) leaves the join unchanged.
 """
 
 from __future__ import annotations
@@ -90,13 +91,15 @@ class Join(Node):
         if cols == self.left_keys:
             missing = self.sides[0].missing(keys)
             if missing:
-                for side, node, key_cols in (
-                    (0, self.inputs[0], self.left_keys),
-                    (1, self.inputs[1], self.right_keys),
-                ):
+                # Ask both inputs before filling either: if an input's upquery cannot be
+                # answered yet (it raises), neither side holds the key and nothing is half done.
+                answers = []
+                for node, key_cols in ((self.inputs[0], self.left_keys), (self.inputs[1], self.right_keys)):
                     got: dict[Key, list[tuple[Row, int]]] = {k: [] for k in missing}
                     for row, weight in node.query(key_cols, missing).items():
                         got[project(row, key_cols)].append((row, weight))
+                    answers.append(got)
+                for side, got in enumerate(answers):
                     for key, rows in got.items():
                         self.sides[side].fill(key, rows)
                 self.metrics.filled_keys += len(missing)
