@@ -6,7 +6,8 @@ Starts `pomoview serve` on a temporary data folder, loads articles and votes,
 waits until they are flushed to Parquet, then times:
 - cold lookups: keys no reader holds yet; each is an upquery, answered by
   keyed Spark jobs over Parquet plus the log tail;
-- warm lookups: the same keys again, answered from the reader's state;
+- warm lookups: the same keys again, answered from the reader's state, alone and
+  while another client keeps sending cold lookups (whose Spark jobs then run);
 - the peer: a bare gRPC round trip (Describe) to the same server, in the same run.
 """
 
@@ -17,6 +18,7 @@ import random
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -68,6 +70,27 @@ def main() -> None:
                     t0 = time.perf_counter()
                     db.lookup("articleWithVotes", {"id": key})
                     warm.append(time.perf_counter() - t0)
+                # Warm lookups while another client keeps missing (its Spark jobs run meanwhile).
+                stop = threading.Event()
+
+                def cold_load() -> None:
+                    with server.client() as other:
+                        key = args.articles // 2
+                        while not stop.is_set() and key < args.articles:
+                            other.lookup("articleWithVotes", {"id": key})
+                            key += 1
+
+                loader = threading.Thread(target=cold_load)
+                loader.start()
+                time.sleep(0.5)
+                warm_under_load = []
+                for i in range(args.warm):
+                    key = keys[i % len(keys)]
+                    t0 = time.perf_counter()
+                    db.lookup("articleWithVotes", {"id": key})
+                    warm_under_load.append(time.perf_counter() - t0)
+                stop.set()
+                loader.join()
                 peer = []
                 for _ in range(args.warm):
                     t0 = time.perf_counter()
@@ -82,6 +105,7 @@ def main() -> None:
     for name, values in (
         ("cold (upquery via Spark)", cold),
         ("warm (reader state)", warm),
+        ("warm, during cold upqueries", warm_under_load),
         ("peer: bare gRPC Describe", peer),
     ):
         p50 = _percentile(values, 0.5)
