@@ -56,6 +56,21 @@ def project(row: Row, cols: tuple[int, ...]) -> Key:
     return tuple(row[c] for c in cols)
 
 
+def group_by_key(
+    rows: Iterable[tuple[Row, int]], cols: tuple[int, ...], keys: Collection[Key]
+) -> dict[Key, list[tuple[Row, int]]]:
+    """An upquery answer split by key, with an entry (maybe empty) for every asked key.
+
+    Rows whose key was not asked for are left out: a fetch may answer a superset.
+    """
+    out: dict[Key, list[tuple[Row, int]]] = {k: [] for k in keys}
+    for row, weight in rows:
+        bucket = out.get(project(row, cols))
+        if bucket is not None:
+            bucket.append((row, weight))
+    return out
+
+
 def select_keys(rows: ZSet[Row], cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
     if not cols:
         return rows

@@ -57,7 +57,9 @@ class ErrorSink:
         self.unsupported = False
 
     def error(self, position: Position, message: str) -> None:
-        self.diagnostics.append(Diagnostic(position, message))
+        diagnostic = Diagnostic(position, message)
+        if diagnostic not in self.diagnostics:  # a pass may meet the same problem twice
+            self.diagnostics.append(diagnostic)
 
     def unsupported_feature(self, position: Position, message: str) -> None:
         self.unsupported = True

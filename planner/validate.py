@@ -182,8 +182,8 @@ class _RuleChecker:
     def check_atom(self, atom: ast.Atom, bind: bool) -> set[str]:
         attrs = self.atom_attrs(atom)
         names: set[str] = set()
-        if attrs is None:
-            return names
+        if attrs is None:  # unknown relation (reported): its variables still count as bound
+            return {arg.term.name for arg in atom.args if isinstance(arg.term, ast.Variable)}
         for arg in atom.args:
             type_ = attrs.get(arg.attribute)
             if isinstance(arg.term, ast.Literal):
@@ -213,6 +213,17 @@ class _RuleChecker:
         outer = set(bound)
         for lit in rule.body:
             if isinstance(lit, ast.Aggregate):
+                name = lit.result.name
+                if name in bound - outer:  # bound by an earlier aggregate (outer: see below)
+                    self.errors.unsupported_feature(
+                        lit.result.position, "an aggregate result bound elsewhere in the body"
+                    )
+                elif name not in outer and any(
+                    isinstance(a.term, ast.Variable) and a.term.name == name for a in lit.atom.args
+                ):
+                    self.errors.unsupported_feature(
+                        lit.result.position, "an aggregate result used in its own aggregated atom"
+                    )
                 self.check_aggregate(lit, outer)
                 bound.add(lit.result.name)
         for lit in rule.body:

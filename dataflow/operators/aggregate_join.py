@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 
 from ..keyed_state import Key, KeyedState, Row
-from ..node import Node, project, select_keys
+from ..node import Node, group_by_key, project, select_keys
 from ..zset import ZSet
 
 NO_VALUE = object()
@@ -141,15 +141,15 @@ class AggregateJoin(Node):
         if cols == self.body_keys:
             missing = self.bodies.missing(keys)
             if missing:
-                bodies: dict[Key, list[tuple[Row, int]]] = {k: [] for k in missing}
-                for row, weight in self.inputs[0].query(self.body_keys, missing).items():
-                    bodies[project(row, self.body_keys)].append((row, weight))
-                values: dict[Key, list[tuple[Row, int]]] = {k: [] for k in missing}
-                for row, weight in self.inputs[1].query(self.atom_keys, missing).items():
-                    values[project(row, self.atom_keys)].append((self._element(row), weight))
+                bodies = group_by_key(
+                    self.inputs[0].query(self.body_keys, missing).items(), self.body_keys, missing
+                )
+                values = group_by_key(
+                    self.inputs[1].query(self.atom_keys, missing).items(), self.atom_keys, missing
+                )
                 for key in missing:
                     self.bodies.fill(key, bodies[key])
-                    self.values.fill(key, values[key])
+                    self.values.fill(key, [(self._element(row), w) for row, w in values[key]])
                 self.metrics.filled_keys += len(missing)
             out: ZSet[Row] = ZSet()
             for key in dict.fromkeys(keys):

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from ..keyed_state import Key, KeyedState, Row
-from ..node import Node, project, select_keys
+from ..node import Node, group_by_key, project, select_keys
 from ..zset import ZSet
 
 
@@ -55,15 +55,10 @@ class Distinct(Node):
     def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
         if not self.partial:
             return select_keys(self.state.as_zset().distinct(), cols, set(keys))
-        assert cols == self.key_cols, (
-            f"partial distinct queried on {cols}, keyed on {self.key_cols}"
-        )
+        assert cols == self.key_cols, f"partial distinct queried on {cols}, keyed on {self.key_cols}"
         missing = self.state.missing(keys)
         if missing:
-            got: dict[Key, list[tuple[Row, int]]] = {k: [] for k in missing}
-            for row, weight in self.inputs[0].query(cols, missing).items():
-                got[project(row, cols)].append((row, weight))
-            for key, rows in got.items():
+            for key, rows in group_by_key(self.inputs[0].query(cols, missing).items(), cols, missing).items():
                 self.state.fill(key, rows)
             self.metrics.filled_keys += len(missing)
         out: ZSet[Row] = ZSet()

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from ..keyed_state import Key, KeyedState, Row
-from ..node import Node, project, select_keys
+from ..node import Node, group_by_key, project, select_keys
 from ..zset import ZSet
 
 
@@ -95,10 +95,7 @@ class Join(Node):
                 # answered yet (it raises), neither side holds the key and nothing is half done.
                 answers = []
                 for node, key_cols in ((self.inputs[0], self.left_keys), (self.inputs[1], self.right_keys)):
-                    got: dict[Key, list[tuple[Row, int]]] = {k: [] for k in missing}
-                    for row, weight in node.query(key_cols, missing).items():
-                        got[project(row, key_cols)].append((row, weight))
-                    answers.append(got)
+                    answers.append(group_by_key(node.query(key_cols, missing).items(), key_cols, missing))
                 for side, got in enumerate(answers):
                     for key, rows in got.items():
                         self.sides[side].fill(key, rows)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 
 from ..keyed_state import Key, KeyedState, Row
-from ..node import Node, project
+from ..node import Node, group_by_key, project
 from ..zset import ZSet
 
 
@@ -46,10 +46,8 @@ class Reader(Node):
 
     def fill(self, keys: Sequence[Key]) -> None:
         """Upqueries the input for `keys` (all missing) and marks them present."""
-        got: dict[Key, list[tuple[Row, int]]] = {k: [] for k in keys}
-        for row, weight in self.inputs[0].query(self.key_cols, keys).items():
-            got[project(row, self.key_cols)].append((row, weight))
-        for key, rows in got.items():
+        answer = self.inputs[0].query(self.key_cols, keys).items()
+        for key, rows in group_by_key(answer, self.key_cols, keys).items():
             self.state.fill(key, rows)
         self.metrics.filled_keys += len(keys)
 

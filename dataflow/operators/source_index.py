@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from ..keyed_state import Key, KeyedState, Row
-from ..node import Fetch, Node, project, select_keys
+from ..node import Fetch, Node, group_by_key, project, select_keys
 from ..zset import ZSet
 
 
@@ -69,18 +69,14 @@ class SourceIndex(Node):
     def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
         if not self.state.partial:
             return select_keys(self.state.as_zset(), cols, keys)
-        assert cols == self.key_cols, (
-            f"{self.describe()}: query on {cols}, keyed on {self.key_cols}"
-        )
+        assert cols == self.key_cols, f"{self.describe()}: query on {cols}, keyed on {self.key_cols}"
         missing = self.state.missing(keys)
         if missing:
             names = tuple(self.schema[c] for c in cols)
             self.metrics.fetches += 1
-            fetched: dict[Key, list[tuple[Row, int]]] = {k: [] for k in missing}
-            for row in self.fetch(self.source, names, missing):
-                bucket = fetched.get(project(row, cols))
-                if bucket is not None:
-                    bucket.append((tuple(row), 1))
+            fetched = group_by_key(
+                ((tuple(row), 1) for row in self.fetch(self.source, names, missing)), cols, missing
+            )
             for key, rows in fetched.items():
                 self.state.fill(key, rows)
             self.metrics.filled_keys += len(missing)
