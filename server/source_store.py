@@ -43,6 +43,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from .fsync import fsync_path
 from .types import LoggedBatch, SourceSchema, Tuple_, Value
 
 _SPARK_TYPES: dict[str, Callable[[], DataType]] = {
@@ -81,21 +82,13 @@ class _Snapshot:
     sources: Mapping[str, _SourceState]
 
 
-def _fsync_path(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _fsync_tree(path: Path) -> None:
     # Spark's local file system never fsyncs; the log is truncated behind what the manifest
     # lists, so the part must be on disk before the manifest names it.
     for dirpath, _dirnames, filenames in os.walk(path):
         for name in filenames:
-            _fsync_path(Path(dirpath) / name)
-        _fsync_path(Path(dirpath))
+            fsync_path(Path(dirpath) / name)
+        fsync_path(Path(dirpath))
 
 
 def _check_schema(name: str, schema: SourceSchema) -> None:
@@ -375,7 +368,7 @@ class SourceStore:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self._root / _MANIFEST)
-        _fsync_path(self._root)
+        fsync_path(self._root)
         with self._lock:
             self._snapshot = snapshot
 
@@ -396,8 +389,8 @@ class SourceStore:
         df.coalesce(1).sortWithinPartitions(*(_col(a) for a, _ in schema)).write.parquet(str(tmp))
         _fsync_tree(tmp)
         os.rename(tmp, target)
-        _fsync_path(folder)
-        _fsync_path(self._root)
+        fsync_path(folder)
+        fsync_path(self._root)
 
     def _remove_strays(self) -> None:
         """Delete part and temporary folders the manifest does not list (crashed flushes)."""

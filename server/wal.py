@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .fsync import fsync_path
 from .types import LoggedBatch, SourceChange, SourceSchema, Tuple_, Value
 
 _HEADER = struct.Struct("<II")
@@ -52,14 +53,6 @@ class _Segment:
 
 def _segment_name(first_epoch: int) -> str:
     return f"wal-{first_epoch:020d}.log"
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _json_default(obj: object) -> object:
@@ -242,7 +235,7 @@ class WriteAheadLog:
                 else:
                     self._segments.append(segment)
             if removed_any:
-                _fsync_dir(self._dir)
+                fsync_path(self._dir)
             self._recovered = True
             return batches
 
@@ -293,7 +286,7 @@ class WriteAheadLog:
             self._segments.pop().path.unlink(missing_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o644)
         try:
-            _fsync_dir(self._dir)
+            fsync_path(self._dir)
         except OSError:
             os.close(fd)
             path.unlink(missing_ok=True)
@@ -339,7 +332,7 @@ class WriteAheadLog:
                     keep.append(segment)
             self._segments = keep
             if removed_any:
-                _fsync_dir(self._dir)
+                fsync_path(self._dir)
 
     def close(self) -> None:
         """Close the active segment's file. Appending afterwards opens a new segment."""

@@ -1,0 +1,14 @@
+"""fsync of a file or folder by path: a rename or a new file is durable only once its folder is synced."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def fsync_path(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
