@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
 import threading
 import time
 from collections import deque
@@ -41,6 +42,7 @@ from .errors import (
     Unavailable,
     Unimplemented,
 )
+from .fsync import fsync_path
 from .overlay import LogTail
 from .source_store import SchemaMismatch, SourceStore
 from .types import LoggedBatch, SourceChange, SourceSchema, Tuple_, Value
@@ -187,25 +189,30 @@ class Scheduler:
         except ProgramError as err:
             raise (Unimplemented if err.unsupported else InvalidArgument)(str(err)) from None
         with self._write_lock:
+            # The store remembers every source ever installed, so it refuses a source whose
+            # declaration changed, whether or not the current program still declares it.
             for name in program.checked.sources:
-                schema = program.source_schema(name)
-                if self.program is not None and name in self.program.checked.sources:
-                    old = self.program.source_schema(name)
-                    if old != schema:
-                        raise FailedPrecondition(
-                            f"source {name!r} is declared as {schema} but holds data as {old}"
-                        )
                 try:
-                    self.store.ensure_source(name, schema)
+                    self.store.ensure_source(name, program.source_schema(name))
                 except SchemaMismatch as err:
                     raise FailedPrecondition(str(err)) from None
-            tmp = self._program_path().with_suffix(".tmp")
-            tmp.write_text(text)
-            tmp.replace(self._program_path())
+            self._save_program(text)
             with self._dataflow:
                 self.program = program
                 self.circuits.clear()
         return program
+
+    def _save_program(self, text: str) -> None:
+        """Replaces the stored program atomically and durably: writes acknowledged after an
+        install are read back at restart under that program."""
+        path = self._program_path()
+        tmp = path.with_suffix(".tmp")
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        tmp.replace(path)
+        fsync_path(self.data_dir)
 
     def _require_program(self) -> CompiledProgram:
         program = self.program
