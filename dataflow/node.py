@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 
-from .keyed_state import Key, Row
+from .keyed_state import Key, KeyedState, Row
 from .zset import ZSet
 
 # (source name, attribute names, keys) -> the source's present tuples whose
@@ -103,3 +103,35 @@ class Node:
 
     def describe(self) -> str:
         return f"{type(self).__name__}{self.schema}"
+
+
+class KeyedNode(Node):
+    """A node whose one state holds its rows, keyed by the columns `key_cols`.
+
+    Partial: keys are missing until an upquery fills them. Full: hydrated from the
+    first input's whole output (subclasses with no input override `hydrate`).
+    """
+
+    stateful = True
+
+    def __init__(
+        self,
+        schema: tuple[str, ...],
+        inputs: tuple[Node, ...],
+        key_cols: tuple[int, ...],
+        *,
+        partial: bool,
+    ) -> None:
+        super().__init__(schema, inputs)
+        self.key_cols = key_cols
+        self.state = KeyedState(partial=partial)
+
+    @property
+    def partial(self) -> bool:
+        return self.state.partial
+
+    def hydrate(self) -> None:
+        if self.partial:
+            return
+        for row, weight in self.inputs[0].query((), [()]).items():
+            self.state.add(project(row, self.key_cols), row, weight)

@@ -54,6 +54,17 @@ def _positions(schema: tuple[str, ...], names: tuple[str, ...]) -> tuple[int, ..
     return tuple(schema.index(n) for n in names)
 
 
+def _key_through(key: Key, columns: tuple[str, ...]) -> Key:
+    """The key a two-input operator keyed on `columns` passes to both inputs, or None (full).
+
+    Both sides can be filled for a key only when the key is exactly those columns; the
+    key's order is kept, so that the operator and its inputs agree on it.
+    """
+    if key is not None and columns and set(key) == set(columns):
+        return key
+    return None
+
+
 def _predicate(
     schema: tuple[str, ...], predicates: tuple[ra.Compare, ...]
 ) -> Callable[[Row], bool]:
@@ -119,28 +130,21 @@ class CircuitBuilder:
                 ],
             )
         if isinstance(expr, ra.Join):
-            on = expr.on
-            partial = key is not None and bool(on) and set(key) == set(on)
-            if partial:
-                assert key is not None
-                on = key
-            left = self.build(expr.left, on if partial else None)
-            right = self.build(expr.right, on if partial else None)
+            inner = _key_through(key, expr.on)
+            on = inner or expr.on
+            left, right = self.build(expr.left, inner), self.build(expr.right, inner)
             return Join(
                 left,
                 right,
                 _positions(left.schema, on),
                 _positions(right.schema, on),
-                partial=partial,
+                partial=inner is not None,
             )
         if isinstance(expr, ra.Aggregate):
-            group = expr.group
-            partial = key is not None and bool(group) and set(key) == set(group)
-            if partial:
-                assert key is not None
-                group = key
-            body = self.build(expr.body, group if partial else None)
-            atom = self.build(expr.atom, group if partial else None)
+            inner = _key_through(key, expr.group)
+            group = inner or expr.group
+            body, atom = self.build(expr.body, inner), self.build(expr.atom, inner)
+            partial = inner is not None
             return AggregateJoin(
                 body,
                 atom,

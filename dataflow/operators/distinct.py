@@ -12,22 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from ..keyed_state import Key, KeyedState, Row
-from ..node import Node, group_by_key, project, select_keys
+from ..keyed_state import Key, Row
+from ..node import KeyedNode, Node, group_by_key, project, select_keys
 from ..zset import ZSet
 
 
-class Distinct(Node):
-    stateful = True
-
+class Distinct(KeyedNode):
     def __init__(self, parent: Node, key_cols: tuple[int, ...], *, partial: bool) -> None:
-        super().__init__(parent.schema, (parent,))
-        self.key_cols = key_cols
-        self.state = KeyedState(partial=partial)
-
-    @property
-    def partial(self) -> bool:
-        return self.state.partial
+        super().__init__(parent.schema, (parent,), key_cols, partial=partial)
 
     def on_delta(self, port: int, delta: ZSet[Row]) -> ZSet[Row]:
         out: ZSet[Row] = ZSet()
@@ -45,12 +37,6 @@ class Distinct(Node):
             elif new <= 0 < old:
                 out.add(row, -1)
         return out
-
-    def hydrate(self) -> None:
-        if self.partial:
-            return
-        for row, weight in self.inputs[0].query((), [()]).items():
-            self.state.add(project(row, self.key_cols), row, weight)
 
     def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
         if not self.partial:

@@ -12,34 +12,20 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
-from ..keyed_state import Key, KeyedState, Row
-from ..node import Node, group_by_key, project
+from ..keyed_state import Key, Row
+from ..node import KeyedNode, Node, group_by_key, project
 from ..zset import ZSet
 
 
-class Reader(Node):
-    stateful = True
-
+class Reader(KeyedNode):
     def __init__(self, parent: Node, key_cols: tuple[int, ...], *, partial: bool) -> None:
-        super().__init__(parent.schema, (parent,))
-        self.key_cols = key_cols
-        self.state = KeyedState(partial=partial)
-
-    @property
-    def partial(self) -> bool:
-        return self.state.partial
+        super().__init__(parent.schema, (parent,), key_cols, partial=partial)
 
     def on_delta(self, port: int, delta: ZSet[Row]) -> ZSet[Row]:
         for row, weight in delta.items():
             if not self.state.add(project(row, self.key_cols), row, weight):
                 self.metrics.dropped += 1
         return ZSet()
-
-    def hydrate(self) -> None:
-        if self.partial:
-            return
-        for row, weight in self.inputs[0].query((), [()]).items():
-            self.state.add(project(row, self.key_cols), row, weight)
 
     def missing(self, keys: Sequence[Key]) -> list[Key]:
         return self.state.missing(keys)

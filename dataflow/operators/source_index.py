@@ -15,14 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from ..keyed_state import Key, KeyedState, Row
-from ..node import Fetch, Node, group_by_key, project, select_keys
+from ..keyed_state import Key, Row
+from ..node import Fetch, KeyedNode, group_by_key, project, select_keys
 from ..zset import ZSet
 
 
-class SourceIndex(Node):
-    stateful = True
-
+class SourceIndex(KeyedNode):
     def __init__(
         self,
         source: str,
@@ -32,15 +30,9 @@ class SourceIndex(Node):
         *,
         partial: bool,
     ) -> None:
-        super().__init__(attributes)
+        super().__init__(attributes, (), key_cols, partial=partial)
         self.source = source
-        self.key_cols = key_cols
         self.fetch = fetch
-        self.state = KeyedState(partial=partial)
-
-    @property
-    def partial(self) -> bool:
-        return self.state.partial
 
     def on_delta(self, port: int, delta: ZSet[Row]) -> ZSet[Row]:
         out: ZSet[Row] = ZSet()
