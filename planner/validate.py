@@ -50,6 +50,12 @@ def _literal_type(value: ast.Constant) -> str:
     return "string"
 
 
+def _unify(types: dict[str, str], name: str, type_: str) -> str | None:
+    """Records `name: type_` unless `name` already has another type, which it returns."""
+    known = types.setdefault(name, type_)
+    return known if known != type_ else None
+
+
 def _compatible(a: str, b: str) -> bool:
     return a == b or (a in NUMERIC and b in NUMERIC)
 
@@ -152,10 +158,8 @@ class _RuleChecker:
     def bind(self, var: ast.Variable, type_: str | None) -> None:
         if type_ is None:
             return
-        known = self.types.get(var.name)
-        if known is None:
-            self.types[var.name] = type_
-        elif known != type_:
+        known = _unify(self.types, var.name, type_)
+        if known is not None:
             self.errors.error(
                 var.position, f"type clash: {var.name} is {known} elsewhere but {type_} here"
             )
@@ -310,10 +314,8 @@ class _RuleChecker:
                 type_ = _literal_type(arg.term.value)
             if type_ is None:
                 continue
-            known = head.types.get(arg.attribute)
-            if known is None:
-                head.types[arg.attribute] = type_
-            elif known != type_:
+            known = _unify(head.types, arg.attribute, type_)
+            if known is not None:
                 self.errors.error(
                     arg.position,
                     f"type clash: {head.name}.{arg.attribute} is {known} in another rule, {type_} here",
