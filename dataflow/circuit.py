@@ -1,10 +1,19 @@
-"""Circuit: a DAG of nodes ending in one reader, stepped one epoch at a time.
+"""Circuit (PomoFlow §2.6–2.8): nodes evaluated in topological order, one timestamp at a time.
 
-`step(changes)` pushes one epoch's source operations through the nodes in
-topological order; `lookup(keys)` answers from the reader, upquerying the
-keys it misses first. Both must be called from one thread at a time (the
-server's dataflow thread), which is what makes every upquery answer a snapshot
-of the epoch it runs in.
+A circuit is built from its sinks: every node they read from, transitively,
+belongs to it, and so does the node each Feedback delays (a feedback edge is
+temporal, so it is left out of the topological order, §2.8.3). When a circuit
+adopts its nodes it numbers them: `local_id` is the index in topological order
+and `global_id` the path of local ids from the root, through Child nodes.
+
+The root circuit runs one epoch per `step(changes)`: its time is `(epoch,)`,
+its sources take the epoch's changes, and one pass in topological order
+reaches the epoch's fixed point. A Child node (`operators/child.py`) runs its
+own circuit at times `(epoch, iteration)` until that circuit is at rest.
+
+`lookup(keys)` answers from the reader, upquerying the keys it misses first.
+Both must be called from one thread at a time (the server's dataflow thread),
+which is what makes every upquery answer a snapshot of the epoch it runs in.
 """
 
 from __future__ import annotations
@@ -12,54 +21,78 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from .keyed_state import Key, Row
-from .node import Fetch, Metrics, Node
+from .node import Fetch, Metrics, Node, Value
+from .operators.feedback import Feedback
 from .operators.reader import Reader
 from .operators.source_index import SourceIndex
+from .time import Time
 from .zset import ZSet
 
 
-def topological_order(sink: Node) -> list[Node]:
+def topological_order(sinks: Sequence[Node]) -> list[Node]:
+    """Every node the sinks depend on, inputs first; a Feedback's delayed node joins as a root."""
     order: list[Node] = []
     seen: set[int] = set()
-    stack: list[tuple[Node, bool]] = [(sink, False)]
-    while stack:
-        node, expanded = stack.pop()
-        if expanded:
-            order.append(node)
-            continue
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        stack.append((node, True))
-        for parent in reversed(node.inputs):
-            if id(parent) not in seen:
-                stack.append((parent, False))
+    roots = list(sinks)
+    while roots:
+        stack: list[tuple[Node, bool]] = [(roots.pop(), False)]
+        while stack:
+            node, expanded = stack.pop()
+            if expanded:
+                order.append(node)
+                continue
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            stack.append((node, True))
+            if isinstance(node, Feedback):
+                assert node.delayed is not None, f"{node.describe()} was never connected"
+                roots.append(node.delayed)
+            for parent in reversed(node.inputs):
+                if id(parent) not in seen:
+                    stack.append((parent, False))
     return order
 
 
 class Circuit:
-    def __init__(self, reader: Reader) -> None:
-        self.reader = reader
-        self.nodes = topological_order(reader)
+    def __init__(self, sinks: Node | Sequence[Node]) -> None:
+        self.sinks: tuple[Node, ...] = (sinks,) if isinstance(sinks, Node) else tuple(sinks)
+        self.nodes = topological_order(list(reversed(self.sinks)))
         self.metrics = Metrics()
         for node in self.nodes:
             node.metrics = self.metrics
-        self.children: dict[int, list[tuple[Node, int]]] = {id(n): [] for n in self.nodes}
+        self.assign_ids(())
+        self.sources: dict[str, list[Node]] = {}
         for node in self.nodes:
-            for port, parent in enumerate(node.inputs):
-                self.children[id(parent)].append((node, port))
-        self.sources: dict[str, list[SourceIndex]] = {}
-        for node in self.nodes:
-            if isinstance(node, SourceIndex):
-                self.sources.setdefault(node.source, []).append(node)
-
+            if node.kind == "source":
+                self.sources.setdefault(getattr(node, "source"), []).append(node)
+        self.feedbacks = [n for n in self.nodes if isinstance(n, Feedback)]
+        self.epoch = 0
         self.hydrated = False
+
+    def assign_ids(self, prefix: tuple[int, ...]) -> None:
+        """Numbers the nodes under `prefix`; nested circuits are numbered under their Child's id."""
+        for index, node in enumerate(self.nodes):
+            node.local_id = index
+            node.global_id = prefix + (index,)
+            inner = getattr(node, "circuit", None)
+            if isinstance(inner, Circuit):
+                inner.assign_ids(node.global_id)
+                for inner_node in inner.nodes:
+                    inner_node.metrics = self.metrics
+
+    @property
+    def reader(self) -> Reader:
+        reader = self.sinks[0]
+        assert isinstance(reader, Reader), "this circuit has no reader"
+        return reader
 
     def set_fetch(self, fetch: Fetch) -> None:
         """Points every source index at `fetch` (the scheduler passes one per lookup)."""
-        for indexes in self.sources.values():
-            for index in indexes:
-                index.fetch = fetch
+        for nodes in self.sources.values():
+            for node in nodes:
+                if isinstance(node, SourceIndex):
+                    node.fetch = fetch
 
     def hydrate(self) -> None:
         """Loads every full state; inputs come first, so each reads hydrated inputs."""
@@ -68,34 +101,49 @@ class Circuit:
                 node.hydrate()
         self.hydrated = True
 
-    def step(self, changes: Mapping[str, ZSet[Row]]) -> None:
-        """Applies one epoch: `changes` maps a source to its operations (+1 insert, -1 delete)."""
-        assert self.hydrated
-        pending: dict[int, list[tuple[int, ZSet[Row]]]] = {}
-        for source, ops in changes.items():
-            for index in self.sources.get(source, ()):
-                if ops:
-                    pending.setdefault(id(index), []).append((-1, ops))
+    def evaluate(self, time: Time, external: Mapping[int, Value | None]) -> dict[int, Value | None]:
+        """One pass in topological order at `time`; sources and imports read `external` by node id.
+
+        Returns each node's output (absent when the node was idle), and latches every
+        feedback's input for the next time.
+        """
+        values: dict[int, Value | None] = {}
         for node in self.nodes:
-            inbox = pending.pop(id(node), None)
-            if not inbox:
+            if node.kind in ("source", "import"):
+                inputs: list[Value | None] = [external.get(id(node))]
+            else:
+                inputs = [values.get(id(parent)) for parent in node.inputs]
+            if node.idle(inputs, time):
                 continue
-            out: ZSet[Row] = ZSet()
-            for port, delta in sorted(inbox, key=lambda item: item[0]):
-                out.extend(node.on_delta(max(port, 0), delta))
-            if not out:
-                continue
-            for child, port in self.children[id(node)]:
-                pending.setdefault(id(child), []).append((port, out))
+            values[id(node)] = node.eval(inputs, time)
+        for feedback in self.feedbacks:
+            assert feedback.delayed is not None
+            feedback.latch(values.get(id(feedback.delayed)))
+        return values
+
+    def step(self, changes: Mapping[str, ZSet[Row]]) -> dict[int, Value | None]:
+        """Runs the next epoch: `changes` maps a source to its epoch's delta (or operations)."""
+        # A full source index must be loaded before the first epoch, or its deltas would be wrong.
+        assert self.hydrated or not any(
+            isinstance(n, SourceIndex) and not n.partial for n in self.nodes
+        ), "hydrate the circuit before stepping it"
+        self.epoch += 1
+        external: dict[int, Value | None] = {}
+        for source, delta in changes.items():
+            for node in self.sources.get(source, ()):
+                if delta:
+                    external[id(node)] = delta
+        return self.evaluate((self.epoch,), external)
 
     def lookup(self, keys: Sequence[Key]) -> list[list[Row]]:
         """The reader's rows for each key, filling the missing keys with one upquery."""
-        missing = self.reader.missing(keys)
+        reader = self.reader
+        missing = reader.missing(keys)
         if missing:
-            self.reader.fill(missing)
+            reader.fill(missing)
         results: list[list[Row]] = []
         for key in keys:
-            rows = self.reader.read(key)
+            rows = reader.read(key)
             assert rows is not None
             results.append(rows)
         return results
@@ -104,4 +152,11 @@ class Circuit:
         return self.sources.keys()
 
     def explain(self) -> str:
-        return "\n".join(f"{i}: {n.describe()}" for i, n in enumerate(self.nodes))
+        lines: list[str] = []
+        for node in self.nodes:
+            path = ".".join(map(str, node.global_id))
+            lines.append(f"{path}: {node.describe()}")
+            inner = getattr(node, "circuit", None)
+            if isinstance(inner, Circuit):
+                lines.extend("  " + line for line in inner.explain().splitlines())
+        return "\n".join(lines)

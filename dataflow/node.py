@@ -12,15 +12,43 @@ A circuit moves in two directions:
 
 Both run only on the dataflow thread, between epochs, so an upquery answer is
 a snapshot of the current epoch (Noria invariant 3).
+
+The circuit drives a node through `eval(inputs, time)`: the values its input
+streams carry at `time` (PomoFlow §2.7 models a stream as a cell holding its
+value at the current timestamp). A value is a ZSet, an IndexedZSet or a Trace,
+or None when the input emitted nothing. The default `eval` feeds the inputs to
+`on_delta` one port after another, which is what every bilinear operator that
+keeps its own state wants (port 0's delta meets port 1's old state, then port
+1's delta meets port 0's new state).
+
+Every node has a `kind` (§2.8: operator, child, feedback, import, sink,
+source), a `local_id` (its index in its circuit) and a `global_id` (the path of
+local ids from the root circuit), assigned when a circuit adopts it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
+from typing import ClassVar, Literal
 
 from .keyed_state import Key, KeyedState, Row
-from .zset import ZSet
+from .time import Time
+from .trace import TraceReader
+from .zset import IndexedZSet, ZSet
+
+# What a stream carries at one timestamp.
+Value = ZSet[Row] | IndexedZSet[object, object] | TraceReader | tuple["Value | None", ...]
+NodeKind = Literal["operator", "child", "feedback", "import", "sink", "source"]
+
+
+def active(value: Value | None) -> bool:
+    """Whether a stream value can change anything downstream (a trace always can)."""
+    if value is None:
+        return False
+    if isinstance(value, (TraceReader, tuple)):
+        return True
+    return bool(value)
 
 # (source name, attribute names, keys) -> the source's present tuples whose
 # attributes equal one of the keys, at the current epoch. An empty attribute
@@ -81,12 +109,36 @@ def select_keys(rows: ZSet[Row], cols: tuple[int, ...], keys: Collection[Key]) -
 class Node:
     """A vertex of a circuit: N inputs, one output stream."""
 
+    kind: ClassVar[NodeKind] = "operator"
     stateful = False
 
     def __init__(self, schema: tuple[str, ...], inputs: tuple[Node, ...] = ()) -> None:
         self.schema = schema
         self.inputs = inputs
         self.metrics = Metrics()
+        self.local_id = -1
+        self.global_id: tuple[int, ...] = ()
+
+    def eval(self, inputs: Sequence[Value | None], time: Time) -> Value | None:
+        """The node's output at `time`, given its inputs' values at `time`."""
+        out: ZSet[Row] = ZSet()
+        for port, value in enumerate(inputs):
+            if active(value):
+                assert isinstance(value, ZSet), f"{self.describe()} takes ZSets, got {type(value).__name__}"
+                out.extend(self.on_delta(port, value))
+        return out
+
+    def idle(self, inputs: Sequence[Value | None], time: Time) -> bool:
+        """True when `eval` would output nothing and change nothing, so the circuit may skip it."""
+        return not any(active(v) for v in inputs) and not self.busy()
+
+    def busy(self) -> bool:
+        """Whether the node will emit at the next time of its circuit even with no input (a delay)."""
+        return False
+
+    def pending(self) -> Iterable[Time]:
+        """Later times of the current epoch at which the node has output due with no new input."""
+        return ()
 
     def on_delta(self, port: int, delta: ZSet[Row]) -> ZSet[Row]:
         raise NotImplementedError

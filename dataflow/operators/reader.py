@@ -18,6 +18,8 @@ from ..zset import ZSet
 
 
 class Reader(KeyedNode):
+    kind = "sink"
+
     def __init__(self, parent: Node, key_cols: tuple[int, ...], *, partial: bool) -> None:
         super().__init__(parent.schema, (parent,), key_cols, partial=partial)
 

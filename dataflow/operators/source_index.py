@@ -21,6 +21,8 @@ from ..zset import ZSet
 
 
 class SourceIndex(KeyedNode):
+    kind = "source"
+
     def __init__(
         self,
         source: str,

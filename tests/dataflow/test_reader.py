@@ -94,7 +94,7 @@ def test_topological_order_inputs_first() -> None:
     for node in order:
         for parent in node.inputs:
             assert position[id(parent)] < position[id(node)]
-    assert topological_order(circuit.reader) == order
+    assert topological_order([circuit.reader]) == order
     assert set(circuit.relations()) == {"r", "s"}
     assert "Reader" in circuit.explain()
 

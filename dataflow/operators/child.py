@@ -1,0 +1,172 @@
+"""Child (PomoFlow §2.8.2): a nested circuit that runs to its own fixed point at every parent time.
+
+At parent time p the child runs its circuit at (p, 0), (p, 1), … Its Import
+nodes carry the parent's streams in (the Child's inputs are exactly the
+parent nodes they import), its Feedback nodes carry each iteration's result
+to the next, and its sinks are its outputs, read in the parent through
+ChildOutput nodes. Two modes:
+
+* "incremental" (the DBSP construction): imports are δ0, the streams inside
+  are 2-D deltas, and the child is at rest when no feedback or delay holds
+  anything and no operator has output due at a later iteration (JoinTrace and
+  DistinctTrace may: see their docstrings). Iterations with nothing to do are
+  skipped. An output's delta at p is the sum of its deltas over the iterations
+  (Consolidate of the epoch's slice of its trace).
+* "iterate" (the non-incremental reference): imports carry the parent's value
+  at every iteration, feedbacks carry whole values, and the child stops when
+  every feedback's value repeats; an output is its value at that iteration.
+
+Contract: not linear. State: whatever its nodes keep, and, in incremental
+mode, each output's accumulated value, so that the parent can upquery it (a
+recursive result is full: DESIGN §3). A child that does not reach a fixed
+point within `max_iterations` raises, naming itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Sequence
+from typing import Literal
+
+from ..circuit import Circuit
+from ..keyed_state import Key, Row
+from ..node import Node, Value, active, select_keys
+from ..time import Time
+from ..zset import ZSet
+from .feedback import Feedback
+from .import_stream import Import
+
+Mode = Literal["incremental", "iterate"]
+
+
+class FixedPointNotReached(RuntimeError):
+    pass
+
+
+class Child(Node):
+    kind = "child"
+    stateful = True
+
+    def __init__(
+        self,
+        outputs: Sequence[Node],
+        *,
+        mode: Mode = "incremental",
+        max_iterations: int = 100_000,
+    ) -> None:
+        self.circuit = Circuit(outputs)
+        self.imports = [n for n in self.circuit.nodes if isinstance(n, Import)]
+        super().__init__((), tuple(i.parent for i in self.imports))
+        self.outputs = tuple(outputs)
+        self.mode = mode
+        self.max_iterations = max_iterations
+        self.totals: list[ZSet[Row]] = [ZSet() for _ in outputs]
+        self.iterations = 0  # of the last run, for tests and benchmarks
+
+    def output(self, index: int) -> ChildOutput:
+        return ChildOutput(self, index)
+
+    def eval(self, inputs: Sequence[Value | None], time: Time) -> Value | None:
+        if self.mode == "incremental":
+            return self._run_incremental(inputs, time)
+        return self._run_iterate(inputs, time)
+
+    def idle(self, inputs: Sequence[Value | None], time: Time) -> bool:
+        return not any(active(v) for v in inputs) and time not in set(self.pending())
+
+    def pending(self) -> Iterable[Time]:
+        depth = len(self.global_id) if self.global_id else 1
+        due: set[Time] = set()
+        for node in self.circuit.nodes:
+            for t in node.pending():
+                due.add(t[:depth])
+        return due
+
+    def _external(self, inputs: Sequence[Value | None], first: bool) -> dict[int, Value | None]:
+        if not first:
+            return {}
+        return {id(imp): inputs[port] for port, imp in enumerate(self.imports)}
+
+    def _run_incremental(self, inputs: Sequence[Value | None], time: Time) -> tuple[ZSet[Row], ...]:
+        deltas: list[ZSet[Row]] = [ZSet() for _ in self.outputs]
+        iteration, runs = 0, 0
+        while True:
+            values = self.circuit.evaluate(time + (iteration,), self._external(inputs, iteration == 0))
+            for k, node in enumerate(self.outputs):
+                value = values.get(id(node))
+                if active(value):
+                    assert isinstance(value, ZSet)
+                    deltas[k].extend(value)
+            runs += 1
+            if runs > self.max_iterations:
+                raise FixedPointNotReached(f"child {self.global_id} ran {runs} iterations at {time}")
+            if any(node.busy() for node in self.circuit.nodes):
+                iteration += 1
+                continue
+            later = [
+                t[len(time)]
+                for node in self.circuit.nodes
+                for t in node.pending()
+                if t[: len(time)] == time and t[len(time)] > iteration
+            ]
+            if not later:
+                break
+            iteration = min(later)
+        self.iterations = runs
+        for total, delta in zip(self.totals, deltas, strict=True):
+            total.extend(delta)
+        return tuple(deltas)
+
+    def _run_iterate(self, inputs: Sequence[Value | None], time: Time) -> tuple[ZSet[Row], ...]:
+        feedbacks = [n for n in self.circuit.nodes if isinstance(n, Feedback)]
+        for feedback in feedbacks:
+            feedback.reset()
+        external = self._external(inputs, True)
+        iteration = 0
+        while True:
+            values = self.circuit.evaluate(time + (iteration,), external)
+            iteration += 1
+            if all(f.stable() for f in feedbacks):
+                break
+            if iteration > self.max_iterations:
+                raise FixedPointNotReached(f"child {self.global_id} ran {iteration} iterations at {time}")
+        self.iterations = iteration
+        out: list[ZSet[Row]] = []
+        for node in self.outputs:
+            value = values.get(id(node))
+            out.append(value if isinstance(value, ZSet) else ZSet())
+        self.totals = out
+        for feedback in feedbacks:
+            feedback.reset()
+        return tuple(out)
+
+    def hydrate(self) -> None:
+        """Runs the imports' whole current contents through the child at time (0,) of the root."""
+        inputs: list[Value | None] = [imp.parent.query((), [()]) for imp in self.imports]
+        self.eval(inputs, (0,))
+
+    def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
+        raise TypeError("a child's outputs are read through ChildOutput nodes")
+
+    def describe(self) -> str:
+        return f"Child({self.mode}, {len(self.circuit.nodes)} nodes)"
+
+
+class ChildOutput(Node):
+    """One output of a Child, as a stream of the parent circuit (linear, stateless)."""
+
+    def __init__(self, child: Child, index: int) -> None:
+        super().__init__(child.outputs[index].schema, (child,))
+        self.index = index
+
+    def eval(self, inputs: Sequence[Value | None], time: Time) -> Value | None:
+        value = inputs[0]
+        assert isinstance(value, tuple)
+        return value[self.index]
+
+    def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
+        child = self.inputs[0]
+        assert isinstance(child, Child)
+        return select_keys(child.totals[self.index], cols, set(keys))
+
+    def describe(self) -> str:
+        return f"ChildOutput({self.index})"

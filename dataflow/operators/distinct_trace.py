@@ -1,0 +1,91 @@
+"""DistinctTrace (PomoFlow §2.9.11): the delta of distinct over nested time.
+
+Let X be the input's deltas over product-ordered times and S(t) the sum of X
+over all times <= t (the input's value at t). The output at t is the delta of
+H(S), where H(w) = 1 if w > 0 else 0, i.e. its Möbius inversion over the
+lattice: sum over s in {0,1}^d of (-1)^|s| H(S(t - s)). For (epoch e,
+iteration i) this is the spec's d1 - d0 with
+
+    w1 = S over (e0 < e, i0 < i), w2 = over (e0 < e, i), w3 = over (e, i0 < i),
+    d0 = H(w1 + w2) - H(w1),  d1 = H(w1 + w2 + w3 + w) - H(w1 + w3)
+
+(the spec's `w1 <= =` reads `w1 <= 0`, and its `w1 + w3 + w4` reads
+`w1 + w2 + w3 + w`). At the root (one dimension) it is DistinctIncremental.
+
+An element can change at t with no input at t when t is the least upper bound
+of two of its earlier times, e.g. a delta at (e, i0) and one at (e0, i) for
+e0 < e, i0 < i (the spec's second class). So when an element is examined at t,
+it is scheduled again at t ∨ s for every time s of its history; examining it at
+such a time schedules the bounds with the rest (which covers any depth).
+
+Contract: not linear. State: the elements scheduled at later times of the
+current epoch (`pending`); the history is the trace input, which must hold the
+input's deltas before t (`z1_trace(trace_append(input))`) and be full.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Hashable, Iterable, Sequence
+
+from ..keyed_state import Key, Row
+from ..node import Node, Value, active
+from ..time import Time, corners, leq, lub
+from ..trace import Times, TraceReader
+from ..zset import ZSet
+
+
+def _positive(w: int) -> int:
+    return 1 if w > 0 else 0
+
+
+def distinct_delta(history: Times, weight: int, time: Time) -> int:
+    """The change of distinct at `time` for one element with `history` before it and `weight` at it."""
+    out = 0
+    for corner, sign in corners(time):
+        total = sum(w for t, w in history.items() if leq(t, corner))
+        if corner == time:
+            total += weight
+        out += sign * _positive(total)
+    return out
+
+
+def distinct_trace(delta: ZSet[Hashable], trace: TraceReader, time: Time) -> ZSet[Hashable]:
+    """The reference form: examines every element of the delta and of the trace."""
+    out: ZSet[Hashable] = ZSet()
+    for element in set(delta.elements()) | set(trace.keys()):
+        out.add(element, distinct_delta(trace.times(element), delta.weight(element), time))
+    return out
+
+
+class DistinctTrace(Node):
+    def __init__(self, delta: Node, trace: Node) -> None:
+        super().__init__(delta.schema, (delta, trace))
+        self.scheduled: dict[Time, set[Hashable]] = {}
+
+    def eval(self, inputs: Sequence[Value | None], time: Time) -> Value | None:
+        delta, trace = inputs
+        assert isinstance(trace, TraceReader), f"{self.describe()} needs the input's trace"
+        candidates = self.scheduled.pop(time, set())
+        if active(delta):
+            assert isinstance(delta, ZSet), f"{self.describe()} takes a ZSet"
+            candidates.update(delta.elements())
+        else:
+            delta = ZSet()
+        out: ZSet[Hashable] = ZSet()
+        for element in candidates:
+            history = trace.times(element)
+            out.add(element, distinct_delta(history, delta.weight(element), time))
+            for earlier in history:
+                later = lub(time, earlier)
+                if later != time:
+                    self.scheduled.setdefault(later, set()).add(element)
+        return out
+
+    def idle(self, inputs: Sequence[Value | None], time: Time) -> bool:
+        return not active(inputs[0]) and time not in self.scheduled
+
+    def pending(self) -> Iterable[Time]:
+        return self.scheduled.keys()
+
+    def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
+        raise TypeError("distinct_trace emits 2-D deltas; query the child circuit's output")

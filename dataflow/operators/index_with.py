@@ -1,0 +1,44 @@
+"""IndexWith (PomoFlow §2.9.5): groups a ZSet's elements under a key function, giving an IndexedZSet.
+
+Contract: linear, stateless. Each element keeps its weight and is filed under
+`key_fn(element)` with itself as the value. An upquery is passed to the input
+unchanged (the rows are the same); `query_indexed` indexes the answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Hashable, Sequence
+
+from ..keyed_state import Key, Row
+from ..node import Node, Value, active
+from ..time import Time
+from ..zset import IndexedZSet, ZSet
+
+KeyFn = Callable[[Row], Hashable]
+
+
+def index_with(key_fn: KeyFn, zset: ZSet[Row]) -> IndexedZSet[Hashable, Row]:
+    return zset.index_with(key_fn)
+
+
+class IndexWith(Node):
+    def __init__(self, parent: Node, key_fn: KeyFn, label: str = "") -> None:
+        super().__init__(parent.schema, (parent,))
+        self.key_fn = key_fn
+        self.label = label
+
+    def eval(self, inputs: Sequence[Value | None], time: Time) -> Value | None:
+        (delta,) = inputs
+        if not active(delta):
+            return IndexedZSet()
+        assert isinstance(delta, ZSet), f"{self.describe()} takes a ZSet"
+        return index_with(self.key_fn, delta)
+
+    def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
+        return self.inputs[0].query(cols, keys)
+
+    def query_indexed(self, cols: tuple[int, ...], keys: Collection[Key]) -> IndexedZSet[Hashable, Row]:
+        return index_with(self.key_fn, self.query(cols, keys))
+
+    def describe(self) -> str:
+        return f"IndexWith({self.label})"

@@ -1,0 +1,61 @@
+"""JoinStream (PomoFlow §2.9.12): joins the two indexed ZSets a stream carries at one time.
+
+Contract: bilinear in the two inputs of the same time, stateless. For every
+key in both inputs and every pair of values it emits `join_fn(key, v1, v2)`
+with weight w1 * w2. On its own it is the non-incremental join of two values;
+in `incremental_join` it joins the two deltas of one time. An upquery joins the
+inputs' answers (both inputs must be IndexWith nodes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Hashable, Sequence
+
+from ..keyed_state import Key, Row
+from ..node import Node, Value, active, select_keys
+from ..time import Time
+from ..zset import IndexedZSet, ZSet
+
+JoinFn = Callable[[Hashable, Hashable, Hashable], Hashable]
+
+
+def flip(join_fn: JoinFn) -> JoinFn:
+    """The join function with its two value arguments swapped (§2.9.13's join_fun_flipped)."""
+    return lambda key, v1, v2: join_fn(key, v2, v1)
+
+
+def join_stream(
+    join_fn: JoinFn, a: IndexedZSet[Hashable, Hashable], b: IndexedZSet[Hashable, Hashable]
+) -> ZSet[Hashable]:
+    out: ZSet[Hashable] = ZSet()
+    if len(b._groups) < len(a._groups):  # probe the smaller side's keys
+        pairs = ((key, a.group(key), group) for key, group in b.groups())
+    else:
+        pairs = ((key, group, b.group(key)) for key, group in a.groups())
+    for key, left, right in pairs:
+        if left is None or right is None:
+            continue
+        for v1, w1 in left.items():
+            for v2, w2 in right.items():
+                out.add(join_fn(key, v1, v2), w1 * w2)
+    return out
+
+
+class JoinStream(Node):
+    def __init__(self, left: Node, right: Node, join_fn: JoinFn, schema: tuple[str, ...] = ()) -> None:
+        super().__init__(schema, (left, right))
+        self.join_fn = join_fn
+
+    def eval(self, inputs: Sequence[Value | None], time: Time) -> Value | None:
+        a, b = inputs
+        if not (active(a) and active(b)):
+            return ZSet()
+        assert isinstance(a, IndexedZSet) and isinstance(b, IndexedZSet), f"{self.describe()} joins IndexedZSets"
+        return join_stream(self.join_fn, a, b)
+
+    def idle(self, inputs: Sequence[Value | None], time: Time) -> bool:
+        return not all(active(v) for v in inputs)
+
+    def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
+        left, right = (getattr(i, "query_indexed")((), [()]) for i in self.inputs)
+        return select_keys(join_stream(self.join_fn, left, right), cols, set(keys))  # type: ignore[arg-type]

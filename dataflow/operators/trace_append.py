@@ -1,0 +1,55 @@
+"""TraceAppend (PomoFlow §2.9.16): the trace of every delta its input has carried, with times.
+
+Contract: not linear (its output is all of history). State: the trace, which
+it owns; at time t it appends the input's delta at t and emits the trace (so
+`trace_append(delta, z1_trace(trace))` of the spec is one node here). It runs
+at every time, input or not, because its output is the trace. Its trace is
+compacted as epochs pass (`Trace.advance_to`). In a root circuit it hydrates
+from the input's whole output at time (0,). Not queryable: read the trace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Hashable, Sequence
+
+from ..keyed_state import Key, Row
+from ..node import Node, Value, active
+from ..time import Time
+from ..trace import Trace
+from ..zset import IndexedZSet, ZSet
+
+
+def trace_append(batch: ZSet[Hashable] | IndexedZSet[Hashable, Hashable], trace: Trace, time: Time) -> Trace:
+    trace.append(batch, time)
+    return trace
+
+
+class TraceAppend(Node):
+    stateful = True
+
+    def __init__(self, parent: Node) -> None:
+        super().__init__(parent.schema, (parent,))
+        self.trace = Trace()
+
+    def eval(self, inputs: Sequence[Value | None], time: Time) -> Value | None:
+        self.trace.advance_to(time[0])
+        delta = inputs[0]
+        if active(delta):
+            assert isinstance(delta, (ZSet, IndexedZSet)), f"{self.describe()} appends (indexed) ZSets"
+            trace_append(delta, self.trace, time)
+        return self.trace
+
+    def idle(self, inputs: Sequence[Value | None], time: Time) -> bool:
+        return False
+
+    def hydrate(self) -> None:
+        parent = self.inputs[0]
+        query_indexed = getattr(parent, "query_indexed", None)
+        batch = query_indexed((), [()]) if query_indexed is not None else parent.query((), [()])
+        self.trace.append(batch, (0,))
+
+    def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
+        raise TypeError("a trace is read through its trace, not upqueried")
+
+    def describe(self) -> str:
+        return f"TraceAppend({len(self.trace)} entries)"
