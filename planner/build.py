@@ -26,7 +26,7 @@ from pomoview.dataflow.circuit import Circuit
 from pomoview.dataflow.keyed_state import Row
 from pomoview.dataflow.node import Fetch, Node
 from pomoview.dataflow.operators.aggregate_join import AggregateJoin
-from pomoview.dataflow.operators.distinct import Distinct
+from pomoview.dataflow.operators.distinct_incremental import DistinctIncremental
 from pomoview.dataflow.operators.filter import Filter
 from pomoview.dataflow.operators.join import Join
 from pomoview.dataflow.operators.map import Column, Constant, Map
@@ -159,7 +159,7 @@ class CircuitBuilder:
             return Union(tuple(self.build(i, key) for i in expr.inputs))
         if isinstance(expr, ra.Distinct):
             parent = self.build(expr.input, key)
-            return Distinct(parent, _positions(parent.schema, key or ()), partial=key is not None)
+            return DistinctIncremental(parent, _positions(parent.schema, key or ()), partial=key is not None)
         if isinstance(expr, ra.Unit):
             return Unit()
         raise AssertionError(f"unknown expression {expr!r}")

@@ -1,55 +1,36 @@
-"""Distinct: turns a multiset stream into the stream of a set (PomoFlow §2.9.3, §2.9.18).
+"""Distinct (PomoFlow §2.9.3): the elements of positive weight, each with weight 1.
 
-Contract:
-- Output: +1 when a row's multiplicity becomes positive, -1 when it stops being
-  positive. Not linear.
-- State: each row's multiplicity, indexed by the key columns.
-- Partial mode: a delta whose key is missing is dropped; an upquery asks the
-  input for the missing keys and keeps the multiplicities.
+Contract: not linear; stateless: it applies to the value its input carries at
+each time, so it is the non-incremental operator (the reference that
+DistinctIncremental and DistinctTrace are checked against, and the set
+operator of non-incremental circuits). An upquery applies it to the input's
+answer.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Hashable, Sequence
 
 from ..keyed_state import Key, Row
-from ..node import KeyedNode, Node, group_by_key, project, select_keys
+from ..node import Node, Value, active
+from ..time import Time
 from ..zset import ZSet
 
 
-class Distinct(KeyedNode):
-    def __init__(self, parent: Node, key_cols: tuple[int, ...], *, partial: bool) -> None:
-        super().__init__(parent.schema, (parent,), key_cols, partial=partial)
+def distinct(zset: ZSet[Hashable]) -> ZSet[Hashable]:
+    return zset.distinct()
 
-    def on_delta(self, port: int, delta: ZSet[Row]) -> ZSet[Row]:
-        out: ZSet[Row] = ZSet()
-        for row, weight in delta.items():
-            key = project(row, self.key_cols)
-            group = self.state.get(key)
-            if group is None:
-                self.metrics.dropped += 1
-                continue
-            old = group.get(row, 0)
-            self.state.add(key, row, weight)
-            new = old + weight
-            if old <= 0 < new:
-                out.add(row, 1)
-            elif new <= 0 < old:
-                out.add(row, -1)
-        return out
+
+class Distinct(Node):
+    def __init__(self, parent: Node) -> None:
+        super().__init__(parent.schema, (parent,))
+
+    def eval(self, inputs: Sequence[Value | None], time: Time) -> Value | None:
+        value = inputs[0]
+        if not active(value):
+            return ZSet()
+        assert isinstance(value, ZSet), f"{self.describe()} takes a ZSet"
+        return distinct(value)
 
     def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
-        if not self.partial:
-            return select_keys(self.state.as_zset().distinct(), cols, set(keys))
-        assert cols == self.key_cols, f"partial distinct queried on {cols}, keyed on {self.key_cols}"
-        missing = self.state.missing(keys)
-        if missing:
-            for key, rows in group_by_key(self.inputs[0].query(cols, missing).items(), cols, missing).items():
-                self.state.fill(key, rows)
-            self.metrics.filled_keys += len(missing)
-        out: ZSet[Row] = ZSet()
-        for key in dict.fromkeys(keys):
-            for row, weight in (self.state.get(key) or {}).items():
-                if weight > 0:
-                    out.add(row, 1)
-        return out
+        return distinct(self.inputs[0].query(cols, keys))

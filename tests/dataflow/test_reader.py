@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pomoview.dataflow.circuit import Circuit, topological_order
-from pomoview.dataflow.operators.distinct import Distinct
+from pomoview.dataflow.operators.distinct_incremental import DistinctIncremental
 from pomoview.dataflow.operators.join import Join
 from pomoview.dataflow.operators.map import Column, Map
 from pomoview.dataflow.operators.reader import Reader
@@ -31,7 +31,7 @@ def build(store: Store, reader_key: tuple[int, ...], partial: bool) -> Circuit:
     """
     join = Join(store.index("r", (), False), store.index("s", (), False), (1,), (0,), partial=False)
     proj = Map(join, ("a", "c"), [Column(0), Column(2)])
-    distinct = Distinct(proj, reader_key, partial=partial)
+    distinct = DistinctIncremental(proj, reader_key, partial=partial)
     circuit = Circuit(Reader(distinct, reader_key, partial=partial))
     circuit.hydrate()
     return circuit

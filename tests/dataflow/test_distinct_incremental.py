@@ -6,7 +6,7 @@ from dataflow_harness import Driver, Store, epochs, touches_missing
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pomoview.dataflow.operators.distinct import Distinct
+from pomoview.dataflow.operators.distinct_incremental import DistinctIncremental
 from pomoview.dataflow.operators.map import Column, Map
 from pomoview.dataflow.operators.union import Union
 from pomoview.dataflow.zset import ZSet
@@ -36,7 +36,7 @@ def _multiset(store: Store, partial: bool) -> Union:
 def test_full(history: list, keyed: bool) -> None:
     store = Store(SCHEMAS)
     store.apply(history[0][0])
-    node = Distinct(_multiset(store, False), (0,) if keyed else (), partial=False)
+    node = DistinctIncremental(_multiset(store, False), (0,) if keyed else (), partial=False)
     driver = Driver(store, node, reference)
     for batch, _ in history[1:]:
         driver.step(batch)
@@ -50,7 +50,7 @@ def test_full(history: list, keyed: bool) -> None:
 def test_partial(history: list) -> None:
     store = Store(SCHEMAS)
     store.apply(history[0][0])
-    node = Distinct(_multiset(store, True), (0,), partial=True)
+    node = DistinctIncremental(_multiset(store, True), (0,), partial=True)
     driver = Driver(store, node, reference, key_cols=(0,))
     for batch, lookups in history[1:]:
         dropped = driver.dropped
@@ -66,7 +66,7 @@ def test_partial(history: list) -> None:
 def test_partial_over_full_input_drops_at_distinct(history: list) -> None:
     store = Store(SCHEMAS)
     store.apply(history[0][0])
-    node = Distinct(_multiset(store, False), (0,), partial=True)
+    node = DistinctIncremental(_multiset(store, False), (0,), partial=True)
     driver = Driver(store, node, reference, key_cols=(0,))
     for batch, lookups in history[1:]:
         dropped = driver.dropped
