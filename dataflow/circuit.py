@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from .keyed_state import Key, Row
 from .node import Fetch, Metrics, Node, Value
 from .operators.feedback import Feedback
+from .operators.input import Input
 from .operators.reader import Reader
 from .operators.source_index import SourceIndex
 from .time import Time
@@ -64,8 +65,8 @@ class Circuit:
         self.assign_ids(())
         self.sources: dict[str, list[Node]] = {}
         for node in self.nodes:
-            if node.kind == "source":
-                self.sources.setdefault(getattr(node, "source"), []).append(node)
+            if isinstance(node, (SourceIndex, Input)):
+                self.sources.setdefault(node.source, []).append(node)
         self.feedbacks = [n for n in self.nodes if isinstance(n, Feedback)]
         self.epoch = 0
         self.hydrated = False

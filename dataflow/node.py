@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from .keyed_state import Key, KeyedState, Row
 from .time import Time
@@ -38,7 +38,7 @@ from .trace import TraceReader
 from .zset import IndexedZSet, ZSet
 
 # What a stream carries at one timestamp.
-Value = ZSet[Row] | IndexedZSet[object, object] | TraceReader | tuple["Value | None", ...]
+Value = ZSet[Any] | IndexedZSet[Any, Any] | TraceReader | tuple["Value | None", ...]
 NodeKind = Literal["operator", "child", "feedback", "import", "sink", "source"]
 
 

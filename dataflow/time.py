@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from itertools import product
+from operator import le
 
 Time = tuple[int, ...]
 
@@ -33,7 +34,7 @@ def validate(time: Time) -> Time:
 def leq(s: Time, t: Time) -> bool:
     """Product order: every component of `s` is <= its counterpart in `t`."""
     assert len(s) == len(t), (s, t)
-    return all(a <= b for a, b in zip(s, t, strict=True))
+    return all(map(le, s, t))
 
 
 def lt(s: Time, t: Time) -> bool:
@@ -43,13 +44,13 @@ def lt(s: Time, t: Time) -> bool:
 def lub(s: Time, t: Time) -> Time:
     """The least upper bound (join) in product order: the componentwise max."""
     assert len(s) == len(t), (s, t)
-    return tuple(max(a, b) for a, b in zip(s, t, strict=True))
+    return tuple(map(max, s, t))
 
 
 def glb(s: Time, t: Time) -> Time:
     """The greatest lower bound (meet) in product order: the componentwise min."""
     assert len(s) == len(t), (s, t)
-    return tuple(min(a, b) for a, b in zip(s, t, strict=True))
+    return tuple(map(min, s, t))
 
 
 def corners(t: Time) -> Iterator[tuple[Time, int]]:

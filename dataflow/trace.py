@@ -20,6 +20,7 @@ to the work an epoch does anyway.
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Iterator
+from typing import Any
 
 from . import time as timestamps
 from .time import Time
@@ -141,7 +142,7 @@ class Trace(TraceReader):
                     del self._keys[key]
         return True
 
-    def append(self, batch: ZSet[Hashable] | IndexedZSet[Hashable, Hashable], time: Time) -> None:
+    def append(self, batch: ZSet[Any] | IndexedZSet[Any, Any], time: Time) -> None:
         """TraceAppend (§2.9.16): merges `batch` into the trace at `time` (full traces only)."""
         if isinstance(batch, IndexedZSet):
             for key, group in batch.groups():
@@ -153,7 +154,7 @@ class Trace(TraceReader):
 
     def _compact(self, values: dict[Hashable, Times], value: Hashable, times: Times) -> Times:
         floor = self._epoch - 1
-        if not any(t[0] < floor for t in times):
+        if floor <= 0 or not any(t[0] < floor for t in times):
             return times
         merged: Times = {}
         for t, w in times.items():

@@ -9,15 +9,15 @@ answer.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Hashable, Sequence
+from collections.abc import Collection, Sequence
 
 from ..keyed_state import Key, Row
 from ..node import Node, Value, active
 from ..time import Time
-from ..zset import ZSet
+from ..zset import E, ZSet
 
 
-def distinct(zset: ZSet[Hashable]) -> ZSet[Hashable]:
+def distinct(zset: ZSet[E]) -> ZSet[E]:
     return zset.distinct()
 
 

@@ -26,32 +26,59 @@ input's deltas before t (`z1_trace(trace_append(input))`) and be full.
 from __future__ import annotations
 
 from collections.abc import Collection, Hashable, Iterable, Sequence
+from functools import cache
+from typing import Any
 
 from ..keyed_state import Key, Row
 from ..node import Node, Value, active
-from ..time import Time, corners, leq, lub
+from ..time import Time, lub
 from ..trace import Times, TraceReader
 from ..zset import ZSet
 
 
-def _positive(w: int) -> int:
-    return 1 if w > 0 else 0
+@cache
+def _corner_table(depth: int) -> tuple[tuple[int, tuple[int, ...]], ...]:
+    """For each corner s in {0,1}^depth (a bit mask): its sign, and the masks m with m & s == 0."""
+    size = 1 << depth
+    return tuple(
+        (-1 if bin(s).count("1") % 2 else 1, tuple(m for m in range(size) if m & s == 0)) for s in range(size)
+    )
 
 
 def distinct_delta(history: Times, weight: int, time: Time) -> int:
-    """The change of distinct at `time` for one element with `history` before it and `weight` at it."""
+    """The change of distinct at `time` for one element with `history` before it and `weight` at it.
+
+    A history time h <= time lies below the corner time - s exactly when s is 0 in
+    every dimension where h equals time; so the history is summed once into one
+    bucket per such "equal dimensions" mask, and each corner adds the buckets it
+    admits (2^d buckets and corners, whatever the history's length).
+    """
+    if not history:
+        return 1 if weight > 0 else 0
+    depth = len(time)
+    buckets = [0] * (1 << depth)
+    for t, w in history.items():
+        mask = 0
+        for k in range(depth):
+            if t[k] > time[k]:
+                break  # not <= time: below no corner
+            if t[k] == time[k]:
+                mask |= 1 << k
+        else:
+            buckets[mask] += w
     out = 0
-    for corner, sign in corners(time):
-        total = sum(w for t, w in history.items() if leq(t, corner))
-        if corner == time:
-            total += weight
-        out += sign * _positive(total)
+    for s, (sign, admitted) in enumerate(_corner_table(depth)):
+        total = weight if s == 0 else 0
+        for m in admitted:
+            total += buckets[m]
+        if total > 0:
+            out += sign
     return out
 
 
-def distinct_trace(delta: ZSet[Hashable], trace: TraceReader, time: Time) -> ZSet[Hashable]:
+def distinct_trace(delta: ZSet[Any], trace: TraceReader, time: Time) -> ZSet[Any]:
     """The reference form: examines every element of the delta and of the trace."""
-    out: ZSet[Hashable] = ZSet()
+    out: ZSet[Any] = ZSet()
     for element in set(delta.elements()) | set(trace.keys()):
         out.add(element, distinct_delta(trace.times(element), delta.weight(element), time))
     return out
@@ -65,13 +92,13 @@ class DistinctTrace(Node):
     def eval(self, inputs: Sequence[Value | None], time: Time) -> Value | None:
         delta, trace = inputs
         assert isinstance(trace, TraceReader), f"{self.describe()} needs the input's trace"
-        candidates = self.scheduled.pop(time, set())
+        candidates: set[Any] = self.scheduled.pop(time, set())
         if active(delta):
             assert isinstance(delta, ZSet), f"{self.describe()} takes a ZSet"
             candidates.update(delta.elements())
         else:
             delta = ZSet()
-        out: ZSet[Hashable] = ZSet()
+        out: ZSet[Any] = ZSet()
         for element in candidates:
             history = trace.times(element)
             out.add(element, distinct_delta(history, delta.weight(element), time))

@@ -10,11 +10,13 @@ inputs' answers (both inputs must be IndexWith nodes).
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Hashable, Sequence
+from typing import Any
 
 from ..keyed_state import Key, Row
 from ..node import Node, Value, active, select_keys
 from ..time import Time
 from ..zset import IndexedZSet, ZSet
+from .index_with import IndexWith
 
 JoinFn = Callable[[Hashable, Hashable, Hashable], Hashable]
 
@@ -24,16 +26,11 @@ def flip(join_fn: JoinFn) -> JoinFn:
     return lambda key, v1, v2: join_fn(key, v2, v1)
 
 
-def join_stream(
-    join_fn: JoinFn, a: IndexedZSet[Hashable, Hashable], b: IndexedZSet[Hashable, Hashable]
-) -> ZSet[Hashable]:
-    out: ZSet[Hashable] = ZSet()
-    if len(b._groups) < len(a._groups):  # probe the smaller side's keys
-        pairs = ((key, a.group(key), group) for key, group in b.groups())
-    else:
-        pairs = ((key, group, b.group(key)) for key, group in a.groups())
-    for key, left, right in pairs:
-        if left is None or right is None:
+def join_stream(join_fn: JoinFn, a: IndexedZSet[Any, Any], b: IndexedZSet[Any, Any]) -> ZSet[Any]:
+    out: ZSet[Any] = ZSet()
+    for key, left in a.groups():
+        right = b.group(key)
+        if right is None:
             continue
         for v1, w1 in left.items():
             for v2, w2 in right.items():
@@ -50,12 +47,14 @@ class JoinStream(Node):
         a, b = inputs
         if not (active(a) and active(b)):
             return ZSet()
-        assert isinstance(a, IndexedZSet) and isinstance(b, IndexedZSet), f"{self.describe()} joins IndexedZSets"
+        assert isinstance(a, IndexedZSet) and isinstance(b, IndexedZSet), f"{self.describe()}: IndexedZSets"
         return join_stream(self.join_fn, a, b)
 
     def idle(self, inputs: Sequence[Value | None], time: Time) -> bool:
         return not all(active(v) for v in inputs)
 
     def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
-        left, right = (getattr(i, "query_indexed")((), [()]) for i in self.inputs)
-        return select_keys(join_stream(self.join_fn, left, right), cols, set(keys))  # type: ignore[arg-type]
+        left, right = self.inputs
+        assert isinstance(left, IndexWith) and isinstance(right, IndexWith), "join_stream reads IndexWith"
+        joined = join_stream(self.join_fn, left.query_indexed((), [()]), right.query_indexed((), [()]))
+        return select_keys(joined, cols, set(keys))  # type: ignore[arg-type]

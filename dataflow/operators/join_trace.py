@@ -52,7 +52,7 @@ class JoinTrace(Node):
 
     def eval(self, inputs: Sequence[Value | None], time: Time) -> Value | None:
         delta, trace = inputs
-        out: ZSet[Hashable] = self.due.pop(time, None) or ZSet()
+        out = self.due.pop(time, ZSet())
         if not active(delta):
             return out
         assert isinstance(delta, IndexedZSet), f"{self.describe()} joins an IndexedZSet delta"

@@ -10,7 +10,8 @@ from the input's whole output at time (0,). Not queryable: read the trace.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Hashable, Sequence
+from collections.abc import Collection, Sequence
+from typing import Any
 
 from ..keyed_state import Key, Row
 from ..node import Node, Value, active
@@ -19,7 +20,7 @@ from ..trace import Trace
 from ..zset import IndexedZSet, ZSet
 
 
-def trace_append(batch: ZSet[Hashable] | IndexedZSet[Hashable, Hashable], trace: Trace, time: Time) -> Trace:
+def trace_append(batch: ZSet[Any] | IndexedZSet[Any, Any], trace: Trace, time: Time) -> Trace:
     trace.append(batch, time)
     return trace
 
