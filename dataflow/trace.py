@@ -79,13 +79,16 @@ class TraceReader:
 class Trace(TraceReader):
     """A partial or full trace with lazy compaction of past epochs."""
 
-    __slots__ = ("partial", "_keys", "_epoch", "_entries")
+    __slots__ = ("partial", "_keys", "_epoch", "_entries", "_order")
 
     def __init__(self, *, partial: bool = False) -> None:
         self.partial = partial
         self._keys: dict[Hashable, dict[Hashable, Times]] = {}
         self._epoch = 0
         self._entries = 0
+        # The keys in cursor order, kept until a key comes or goes, so that
+        # repeated sequential reads cost no sort.
+        self._order: list[Hashable] | None = None
 
     # -- presence (DESIGN §3) ------------------------------------------------------------
 
@@ -102,6 +105,7 @@ class Trace(TraceReader):
         # Invariant: a fill never overwrites a present key (Noria invariant 3).
         assert self.partial and key not in self._keys, f"fill of present key {key!r}"
         self._keys[key] = {}
+        self._order = None
         for value, time, weight in entries:
             self.insert(key, value, time, weight)
 
@@ -121,6 +125,7 @@ class Trace(TraceReader):
             if self.partial:
                 return False
             values = self._keys[key] = {}
+            self._order = None
         times = values.get(value)
         if times is None:
             times = values[value] = {}
@@ -140,6 +145,7 @@ class Trace(TraceReader):
                 del values[value]
                 if not values and not self.partial:
                     del self._keys[key]
+                    self._order = None
         return True
 
     def append(self, batch: ZSet[Any] | IndexedZSet[Any, Any], time: Time) -> None:
@@ -190,6 +196,15 @@ class Trace(TraceReader):
 
     def keys(self) -> Iterator[Hashable]:
         return iter(self._keys)
+
+    def cursor(self) -> Iterator[tuple[Hashable, Hashable, Time, int]]:
+        if self._order is None:
+            self._order = _sorted(self._keys)
+        for key in list(self._order):
+            values = self.values(key) or {}
+            for value in _sorted(values):
+                for time in sorted(values[value]):
+                    yield key, value, time, values[value][time]
 
     def present_keys(self) -> int:
         return len(self._keys)
