@@ -9,8 +9,9 @@ they upquery, on the dataflow lock, through `fetch`: a keyed Spark job over the
 Parquet store at its version v, plus the logged operations in (v, applied].
 The flusher moves applied batches into Parquet and then trims the log.
 
-Locks, always taken in this order: `_write_lock` (epoch counter, log append)
-then `_dataflow` (circuits, applied epoch, the log tail).
+Locks, always taken in this order: `_write_lock` (epoch counter, log submission)
+then `_dataflow` (circuits, applied epoch, the log tail). The log's own lock is
+taken under `_write_lock` and itself takes `_queue_ready` (in `_on_durable`).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ from .fsync import fsync_path
 from .overlay import LogTail
 from .source_store import SchemaMismatch, SourceStore
 from .types import LoggedBatch, SourceChange, SourceSchema, Tuple_, Value
-from .wal import WriteAheadLog
+from .wal import WalUnusable, WriteAheadLog
 
 log = logging.getLogger("pomoview.scheduler")
 
@@ -134,6 +135,7 @@ class Scheduler:
         self.counters = Counters()
         self._counter_lock = threading.Lock()
         self._write_lock = threading.Lock()
+        self._last_assigned = 0  # highest epoch handed to the log, whether or not it committed
         self._dataflow = threading.Condition(threading.Lock())
         self._queue: deque[LoggedBatch] = deque()
         self._queue_ready = threading.Condition(threading.Lock())
@@ -247,22 +249,34 @@ class Scheduler:
             for s, (ins, dels) in merged.items()
             if ins or dels
         }
-        with self._write_lock:
-            if not batch_changes:
-                return self.durable_epoch
-            batch = LoggedBatch(self.durable_epoch + 1, batch_changes)
-            try:
-                self.wal.append(batch)
-            except OSError as err:
-                cls = ResourceExhausted if err.errno == errno.ENOSPC else Unavailable
-                raise cls(
-                    f"the write-ahead log could not be written: {err}; nothing was written"
-                ) from None
-            self.durable_epoch = batch.epoch
-            with self._queue_ready:
-                self._queue.append(batch)
-                self._queue_ready.notify()
-        return batch.epoch
+        try:
+            # Assigning the epoch and queueing the record under one lock keeps epoch order equal
+            # to log order; the fsync happens outside it, shared with the writers queued
+            # meanwhile (group commit). A refused epoch is skipped, never reused: later epochs
+            # may already be queued behind it, and recovery accepts gaps.
+            with self._write_lock:
+                if not batch_changes:
+                    return self.durable_epoch
+                epoch = max(self._last_assigned, self.durable_epoch) + 1
+                commit = self.wal.submit(LoggedBatch(epoch, batch_changes), self._on_durable)
+                self._last_assigned = epoch
+            commit.wait()
+        except WalUnusable as err:
+            raise Unavailable(f"{err}; the write was not committed") from None
+        except OSError as err:
+            cls = ResourceExhausted if err.errno in (errno.ENOSPC, errno.EDQUOT) else Unavailable
+            raise cls(
+                f"the write-ahead log could not be written: {err}; the write was not committed"
+            ) from None
+        return epoch
+
+    def _on_durable(self, batch: LoggedBatch) -> None:
+        """Called by the log, in log order, once `batch` is durable and before its writer is
+        acknowledged: so the dataflow applies only logged batches, in epoch order."""
+        self.durable_epoch = batch.epoch
+        with self._queue_ready:
+            self._queue.append(batch)
+            self._queue_ready.notify()
 
     def _apply_loop(self) -> None:
         while not self._stopping.is_set():

@@ -10,28 +10,38 @@ JSON keeps int, float (``repr`` round-trips exactly, ``Infinity``/``NaN`` includ
 bool apart by itself; bytes are tagged as ``{"b": base64}``, which cannot be confused with
 another value since no other value is a JSON object.
 
-Only the tail of the last segment may be torn: a record is acknowledged only after its fsync,
-and appends are serial, so everything before the last record was complete and durable before
-it began. A bad record anywhere else is corruption of acknowledged data and recovery refuses
-to guess (`WalCorruption`).
+Appends use group commit: records submitted while a write is in progress queue up, and the
+next writer to find the file idle (the leader) writes every queued record with one write and
+one fsync, then acknowledges them all. Records enter the queue in epoch order and leave it in
+the same order, so epochs strictly increase through the file.
+
+Only the tail of the last segment may be torn: a record is acknowledged only after the fsync
+of its group, and groups are written one after another, so everything before the group being
+written when the process died was complete and durable before that group began. A bad record
+anywhere else is corruption of acknowledged data and recovery refuses to guess
+(`WalCorruption`).
 """
 
 from __future__ import annotations
 
 import base64
+import errno
 import json
+import logging
 import os
 import re
 import struct
 import threading
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .fsync import fsync_path
 from .types import LoggedBatch, SourceChange, SourceSchema, Tuple_, Value
+
+log = logging.getLogger("pomoview.wal")
 
 _HEADER = struct.Struct("<II")
 _SEGMENT_RE = re.compile(r"^wal-(\d{20})\.log$")
@@ -42,6 +52,14 @@ _MAX_RECORD = 1 << 30
 
 class WalCorruption(Exception):
     """The log holds damage that a crash during an append cannot explain."""
+
+
+class WalUnusable(OSError):
+    """An earlier write failed and could not be undone; the log refuses appends until restart."""
+
+
+# Called by the thread that made a record durable, once per record, in log order.
+OnDurable = Callable[[LoggedBatch], None]
 
 
 @dataclass
@@ -71,6 +89,12 @@ def encode_batch(batch: LoggedBatch) -> bytes:
         },
     }
     return json.dumps(doc, default=_json_default, separators=(",", ":")).encode("utf-8")
+
+
+def encode_record(batch: LoggedBatch) -> bytes:
+    """The bytes of a batch as one log record: header (length, CRC32) and payload."""
+    payload = encode_batch(batch)
+    return _HEADER.pack(len(payload), zlib.crc32(payload)) + payload
 
 
 def _decode_value(raw: Any, type_name: str, where: str) -> Value:
@@ -143,7 +167,9 @@ def _read_records(data: bytes) -> tuple[list[bytes], int]:
         length, crc = _HEADER.unpack_from(data, pos)
         start = pos + _HEADER.size
         end = start + length
-        if length > _MAX_RECORD or end > len(data):
+        # No record is empty, so a zero length is not a record but the zero-filled tail some
+        # file systems leave after a crash (whose CRC of nothing would pass as 0).
+        if length == 0 or length > _MAX_RECORD or end > len(data):
             break
         payload = data[start:end]
         if zlib.crc32(payload) != crc:
@@ -153,28 +179,67 @@ def _read_records(data: bytes) -> tuple[list[bytes], int]:
     return payloads, pos
 
 
+@dataclass(eq=False)
+class _Pending:
+    """One submitted record, queued until a leader writes it."""
+
+    batch: LoggedBatch
+    record: bytes
+    on_durable: OnDurable | None
+    done: bool = False
+    error: OSError | None = None
+
+
+class Commit:
+    """A record handed to the log by `WriteAheadLog.submit`; `wait` returns once it is durable."""
+
+    def __init__(self, wal: WriteAheadLog, pending: _Pending) -> None:
+        self._wal = wal
+        self._pending = pending
+
+    @property
+    def epoch(self) -> int:
+        return self._pending.batch.epoch
+
+    def wait(self) -> None:
+        """Blocks until the record is written and fsynced, or raises the OSError that kept it
+        out of the log (`WalUnusable` if the log refuses every append until restart)."""
+        self._wal._wait(self._pending)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
 class WriteAheadLog:
     """A segmented, checksummed, fsynced log of `LoggedBatch` records in one folder.
 
-    Call `recover` once before `append`. `append`, `rotate` and `truncate_through` are
-    thread-safe. After recovery, appends go to a fresh segment.
+    Call `recover` once before appending. Every method is thread-safe. After recovery, appends
+    go to a fresh segment.
     """
 
     def __init__(self, directory: Path) -> None:
         self._dir = Path(directory)
-        # One lock serializes appends, rotation and truncation. Group commit would encode
-        # outside it (already so) and let one writer fsync for the records queued behind it.
-        self._lock = threading.Lock()
+        # Guards everything below. The leader releases it while it writes and fsyncs, so that
+        # other writers can queue the next group meanwhile; `_flushing` keeps everything that
+        # touches the active segment out until the leader is back.
+        self._cond = threading.Condition(threading.Lock())
+        self._queue: list[_Pending] = []  # submitted, not yet taken by a leader; epoch order
+        self._flushing = False
         self._segments: list[_Segment] = []  # oldest first; the last may be the active one
         self._fd: int | None = None  # open descriptor of the active (last) segment
-        self._size = 0  # bytes of complete records in the active segment
-        self._last_epoch = 0
+        self._size = 0  # bytes of complete, durable records in the active segment
+        self._last_epoch = 0  # highest durable epoch
+        self._last_submitted = 0  # highest epoch durable, queued or being written
         self._recovered = False
         self._broken: OSError | None = None
 
     @property
     def last_epoch(self) -> int:
-        """The highest epoch appended or recovered; 0 if none.
+        """The highest epoch made durable or recovered; 0 if none.
 
         After `truncate_through` removed every segment and the process restarted, this is 0
         again: the caller keeps its epoch counter at max(store version, last_epoch).
@@ -188,7 +253,7 @@ class WriteAheadLog:
         damaged record anywhere but the tail of the last segment, for epochs that do not
         increase, or for values that do not fit their schema.
         """
-        with self._lock:
+        with self._cond:
             if self._recovered:
                 raise RuntimeError("recover() may be called only once")
             self._dir.mkdir(parents=True, exist_ok=True)
@@ -236,54 +301,136 @@ class WriteAheadLog:
                     self._segments.append(segment)
             if removed_any:
                 fsync_path(self._dir)
+            self._last_submitted = self._last_epoch
             self._recovered = True
             return batches
+
+    def submit(self, batch: LoggedBatch, on_durable: OnDurable | None = None) -> Commit:
+        """Queue a batch for the next group commit; `Commit.wait` makes it durable.
+
+        Epochs must be submitted in increasing order: the caller assigns an epoch and submits
+        it under one lock of its own, and the log holds records in submission order. Raises
+        ValueError for an epoch that does not exceed every epoch submitted and not refused,
+        and TypeError for a value that cannot be logged (nothing is queued then).
+
+        `on_durable(batch)` runs once the record is durable, before any waiter returns, on
+        the thread that wrote it, in log order, with the log's lock held: it must be quick
+        and must not call back into the log.
+        """
+        pending = _Pending(batch, encode_record(batch), on_durable)
+        with self._cond:
+            if not self._recovered:
+                raise RuntimeError("recover() must be called before appending")
+            self._raise_if_broken()
+            if batch.epoch <= self._last_submitted:
+                raise ValueError(
+                    f"epoch {batch.epoch} does not follow the last submitted epoch {self._last_submitted}"
+                )
+            self._last_submitted = batch.epoch
+            self._queue.append(pending)
+        return Commit(self, pending)
 
     def append(self, batch: LoggedBatch) -> None:
         """Durably append a batch: it is written and fsynced when this returns.
 
-        Raises ValueError if the epoch does not exceed `last_epoch`, TypeError for a value
-        that cannot be logged (nothing is written then), and OSError as the file system
-        raises it; after an OSError the record is absent (truncated back, or left with a
-        failing CRC at the tail). If even the truncation fails, the log refuses further
-        appends until the process restarts and recovers.
+        Raises as `submit` and `Commit.wait` do. After an OSError the record is absent: the
+        segment is truncated back to its last durable record (a torn record could otherwise
+        sit in the middle of the log once later records follow it). If even the truncation
+        fails, the log refuses further appends until the process restarts and recovers.
         """
-        payload = encode_batch(batch)
-        record = _HEADER.pack(len(payload), zlib.crc32(payload)) + payload
-        with self._lock:
-            if not self._recovered:
-                raise RuntimeError("recover() must be called before append()")
+        self.submit(batch).wait()
+
+    def _wait(self, pending: _Pending) -> None:
+        with self._cond:
+            while not pending.done:
+                if self._flushing:
+                    self._cond.wait()
+                else:
+                    self._commit_group()
+        if pending.error is not None:
+            # Every waiter of a failed group gets its own exception object: one shared object
+            # raised in several threads at once would have its traceback rewritten under it.
+            err = pending.error
+            cls = WalUnusable if isinstance(err, WalUnusable) else OSError
+            raise cls(err.errno, err.strerror if err.strerror is not None else str(err)) from err
+
+    def _commit_group(self) -> None:
+        """Write and fsync every queued record, then settle them. Called with the lock held,
+        which it releases during the I/O."""
+        group, self._queue = self._queue, []
+        if not group:
+            return
+        self._flushing = True
+        error: OSError | None = None
+        try:
+            epochs = [p.batch.epoch for p in group]
+            assert all(a < b for a, b in zip([self._last_epoch, *epochs], epochs, strict=False)), (
+                f"epoch order must be log order: {self._last_epoch} then {epochs}"
+            )
             if self._broken is not None:
-                raise OSError(
-                    f"the write-ahead log is unusable after an earlier failure: {self._broken}"
-                )
-            if batch.epoch <= self._last_epoch:
-                raise ValueError(
-                    f"epoch {batch.epoch} does not follow the last logged epoch {self._last_epoch}"
-                )
-            if self._fd is None:
-                self._open_segment(batch.epoch)
-            assert self._fd is not None
-            fd = self._fd
-            try:
-                view = memoryview(record)
-                while view:
-                    written = os.write(fd, view)
-                    view = view[written:]
-                os.fsync(fd)
-            except OSError as exc:
-                self._undo_partial(fd, exc)
-                raise
-            self._size += len(record)
-            self._segments[-1].last_epoch = batch.epoch
-            self._last_epoch = batch.epoch
+                error = self._unusable()
+            else:
+                try:
+                    if self._fd is None:
+                        self._open_segment(epochs[0])
+                except OSError as exc:
+                    error = exc
+            if error is None:
+                assert self._fd is not None
+                fd = self._fd
+                data = b"".join(p.record for p in group)
+                self._cond.release()
+                try:
+                    _write_all(fd, data)
+                    os.fsync(fd)
+                except OSError as exc:
+                    error = exc
+                finally:
+                    self._cond.acquire()
+                if error is not None:
+                    self._undo_partial(fd, error)
+                else:
+                    self._size += len(data)
+                    self._segments[-1].last_epoch = epochs[-1]
+                    self._last_epoch = epochs[-1]
+                    for p in group:
+                        if p.on_durable is not None:
+                            try:
+                                p.on_durable(p.batch)
+                            except Exception:  # the record is durable: its writer is still acknowledged
+                                log.exception("on_durable failed for epoch %d", p.batch.epoch)
+                        p.done = True
+        except BaseException as exc:
+            # Not an I/O error of the log (an interrupt, a bug): whether the bytes are in the
+            # file is unknown, so nothing may follow them.
+            self._broken = OSError(errno.EIO, f"interrupted while writing: {exc!r}")
+            error = self._broken
+            raise
+        finally:
+            if error is not None:
+                for p in group:
+                    if not p.done:  # a record settled as durable stays acknowledged
+                        p.error = error
+                        p.done = True
+                # The refused epochs may be submitted again, unless later ones are queued.
+                self._last_submitted = max([self._last_epoch] + [p.batch.epoch for p in self._queue])
+            self._flushing = False
+            self._cond.notify_all()
+
+    def _raise_if_broken(self) -> None:
+        if self._broken is not None:
+            raise self._unusable()
+
+    def _unusable(self) -> WalUnusable:
+        assert self._broken is not None
+        return WalUnusable(
+            self._broken.errno or errno.EIO,
+            f"the write-ahead log is unusable after an earlier failure ({self._broken}); "
+            "restart the server to recover it",
+        )
 
     def _open_segment(self, first_epoch: int) -> None:
         path = self._dir / _segment_name(first_epoch)
-        if self._segments and self._segments[-1].last_epoch == 0:
-            # An earlier append failed in a then-new segment that stayed empty; the caller may
-            # retry with the same epoch, which needs the same name.
-            self._segments.pop().path.unlink(missing_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             fsync_path(self._dir)
@@ -296,17 +443,29 @@ class WriteAheadLog:
         self._segments.append(_Segment(path=path, first_epoch=first_epoch, last_epoch=0))
 
     def _undo_partial(self, fd: int, cause: OSError) -> None:
+        """Cut the segment back to its durable records after a failed group write."""
         try:
             os.ftruncate(fd, self._size)
             os.fsync(fd)
+            if self._size == 0:
+                # The segment is named after the refused group's first epoch; the next group
+                # may start at a later epoch, and recovery wants a segment's first record to
+                # carry its name. Start afresh.
+                self._close_active()
+                self._segments.pop().path.unlink()
         except OSError:
             # Whatever reached the disk fails its CRC or is short, so recovery drops it; but
             # a later record behind it would make it look like mid-log damage.
             self._broken = cause
 
+    def _wait_idle(self) -> None:
+        while self._flushing:
+            self._cond.wait()
+
     def rotate(self) -> None:
-        """Close the active segment; the next append starts a new one."""
-        with self._lock:
+        """Close the active segment; the next group starts a new one."""
+        with self._cond:
+            self._wait_idle()
             self._close_active()
 
     def _close_active(self) -> None:
@@ -320,7 +479,8 @@ class WriteAheadLog:
 
         The active segment is kept whatever its epochs; `rotate` first to let it go.
         """
-        with self._lock:
+        with self._cond:
+            self._wait_idle()
             active = self._segments[-1] if self._fd is not None else None
             keep: list[_Segment] = []
             removed_any = False
@@ -336,10 +496,11 @@ class WriteAheadLog:
 
     def close(self) -> None:
         """Close the active segment's file. Appending afterwards opens a new segment."""
-        with self._lock:
+        with self._cond:
+            self._wait_idle()
             self._close_active()
 
     def segment_paths(self) -> list[Path]:
         """The segment files, oldest first (for tests and stats)."""
-        with self._lock:
+        with self._cond:
             return [segment.path for segment in self._segments]

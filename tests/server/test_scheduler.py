@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pomoview.server.errors import FailedPrecondition, InvalidArgument, NotFound, OutOfRange
+from pomoview.server.errors import (
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    OutOfRange,
+    ResourceExhausted,
+)
 from pomoview.server.scheduler import Scheduler
+
+from .conftest import fill
 
 PROGRAM_A = """
 source a(x: int, y: string).
@@ -156,5 +166,91 @@ def test_writes_during_upqueries_are_neither_lost_nor_counted_twice(tmp_path: Pa
             expected = sum(1 for a, _ in votes if a == i)
             assert got == [{"id": i, "title": f"t{i}", "votes": expected}], f"article {i}"
         assert looked_up >= 3, "the test must look keys up while the writer runs"
+    finally:
+        s.stop()
+
+
+def test_a_full_disk_refuses_writes_and_applies_none_of_them(
+    tmp_path: Path, spark: Any, tiny_fs: Callable[[Path], Path]
+) -> None:
+    """The log lives on a 64 KiB tmpfs. While it is full, concurrent writes are refused with
+    RESOURCE_EXHAUSTED and change nothing, now or after a restart; once space is free, writes
+    commit again."""
+    fs = tiny_fs(tmp_path / "data" / "wal")
+    s = make(tmp_path, spark)
+    try:
+        s.install(PROGRAM_A)
+        first = s.write([("b", [row(x=1), row(x=2)], [])])
+        assert s.lookup("v", [row(x=1)], min_epoch=first)[0] == [[{"x": 1, "n": 0}]]  # builds the reader
+        filler = fill(fs)
+        refused: list[ResourceExhausted] = []
+        others: list[BaseException] = []
+
+        def writer(w: int) -> None:
+            try:
+                # Over a page each: a full tmpfs may still hold the rest of the segment's last page.
+                rows = [row(x=1, y=f"{w}-{i}-" + "p" * 60) for i in range(100)]
+                s.write([("a", rows, []), ("b", [row(x=3)], [])])
+            except ResourceExhausted as err:
+                refused.append(err)
+            except BaseException as err:
+                others.append(err)
+
+        threads = [threading.Thread(target=writer, args=(w,)) for w in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not others, others
+        assert len(refused) == 4
+        assert "No space left on device" in refused[0].message
+        assert "not committed" in refused[0].message
+        stats = s.stats()
+        assert (stats.durable_epoch, stats.applied_epoch) == (first, first)
+        assert s.lookup("v", [row(x=1), row(x=3)])[0] == [[{"x": 1, "n": 0}], []]
+
+        filler.unlink()
+        second = s.write([("a", [row(x=1, y="kept")], [])])
+        assert second > first
+        expected = [[{"x": 1, "n": 1}], []]
+        assert s.lookup("v", [row(x=1), row(x=3)], min_epoch=second)[0] == expected
+    finally:
+        s.stop()
+    s = make(tmp_path, spark)
+    try:
+        assert s.durable_epoch == second
+        assert s.lookup("v", [row(x=1), row(x=3)])[0] == expected
+    finally:
+        s.stop()
+
+
+def test_concurrent_writers_are_applied_in_epoch_order(tmp_path: Path, spark: Any) -> None:
+    """Writers that share fsyncs each get their own epoch, and each batch is applied once."""
+    s = make(tmp_path, spark)
+    try:
+        s.install(PROGRAM_A)
+        s.write([("b", [row(x=w) for w in range(6)], [])])
+        s.lookup("v", [row(x=0)])  # a reader exists, so every batch goes through its circuit
+        epochs: list[int] = []
+        errors: list[BaseException] = []
+
+        def writer(w: int) -> None:
+            try:
+                for i in range(25):
+                    epochs.append(s.write([("a", [row(x=w, y=str(i))], [])]))
+            except BaseException as err:
+                errors.append(err)
+
+        threads = [threading.Thread(target=writer, args=(w,)) for w in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors
+        assert len(set(epochs)) == len(epochs) == 150
+        assert s.durable_epoch == max(epochs)
+        got = s.lookup("v", [row(x=w) for w in range(6)], min_epoch=max(epochs), timeout=30)[0]
+        assert got == [[{"x": w, "n": 25}] for w in range(6)]
+        assert s.stats().applied_epoch == max(epochs)
     finally:
         s.stop()
