@@ -5,51 +5,35 @@ runs: for every row of the body (input 0) it looks up the aggregate of the
 aggregated atom's rows (input 1) that share its grouping columns, and emits the
 body row with that value appended. `count` and `sum` of an empty group are 0;
 `min` and `max` of an empty group have no value and emit nothing (clingo's
-semantics, DESIGN §2).
+semantics, DESIGN §2). `count` counts whole tuples (`value_col` is None); the
+others aggregate the atom's column `value_col`. A UserAggregate (aggregates.py)
+decides itself what an empty group gives.
 
 Contract:
 - Not linear: a change in a group retracts every body row with the old value
   and emits it with the new one.
-- State: the body rows and the aggregated values (a multiset), both indexed by
-  the group key; the aggregate is recomputed from the group's multiset on change.
+- State: the body rows, indexed by the group key, and one incremental aggregate
+  state per group key (aggregates.py: a total for count and sum, a multiset and
+  a heap for min and max), updated by the atom's deltas, never recomputed.
 - Partial mode (the downstream key is the group key): both sides filled
-  together; a delta whose group is missing is dropped.
-- Full mode: both sides hydrated from their inputs.
+  together, a key present on one side exactly when present on the other; a delta
+  whose group is missing is dropped (and counted in `metrics.dropped`).
+- Full mode: both sides hydrated from their inputs; a group's state is dropped
+  when the group becomes empty, and a group with no state aggregates nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 
+from ..aggregates import NO_VALUE, GroupState, UserAggregate, make, name, same
 from ..keyed_state import Key, KeyedState, Row
 from ..node import Node, group_by_key, project, select_keys
 from ..zset import ZSet
 
-NO_VALUE = object()
+__all__ = ["NO_VALUE", "AggregateJoin"]
 
-
-def _count(values: dict[Row, int]) -> object:
-    return sum(values.values())
-
-
-def _sum(values: dict[Row, int]) -> object:
-    return sum(row[0] * weight for row, weight in values.items())  # type: ignore[operator,misc]
-
-
-def _min(values: dict[Row, int]) -> object:
-    return min((row[0] for row, w in values.items() if w > 0), default=NO_VALUE)  # type: ignore[type-var]
-
-
-def _max(values: dict[Row, int]) -> object:
-    return max((row[0] for row, w in values.items() if w > 0), default=NO_VALUE)  # type: ignore[type-var]
-
-
-AGGREGATES: dict[str, Callable[[dict[Row, int]], object]] = {
-    "count": _count,
-    "sum": _sum,
-    "min": _min,
-    "max": _max,
-}
+_UNSET = object()
 
 
 class AggregateJoin(Node):
@@ -62,7 +46,7 @@ class AggregateJoin(Node):
         body_keys: tuple[int, ...],
         atom_keys: tuple[int, ...],
         value_col: int | None,
-        function: str,
+        function: str | UserAggregate,
         result_name: str,
         *,
         partial: bool,
@@ -72,23 +56,29 @@ class AggregateJoin(Node):
         self.atom_keys = atom_keys
         self.value_col = value_col
         self.function = function
-        self.aggregate = AGGREGATES[function]
+        self.new_state = make(function)
         self.bodies = KeyedState(partial=partial)
-        # For count the whole tuple is the counted element; for the others its value column.
-        self.values = KeyedState(partial=partial)
+        # One aggregate state per group key. Partial: a key is present iff it has a
+        # state (maybe of an empty group). Full: every key is present; empty groups
+        # have no state.
+        self.groups: dict[Key, GroupState] = {}
+        self._empty_value: object = _UNSET
 
     @property
     def partial(self) -> bool:
         return self.bodies.partial
 
-    def _element(self, row: Row) -> Row:
-        return row if self.value_col is None else (row[self.value_col],)
+    def _element(self, row: Row) -> object:
+        # count counts whole tuples; the other aggregates take the value column.
+        return row if self.value_col is None else row[self.value_col]
 
     def _value(self, key: Key) -> object:
-        values = self.values.get(key) or {}
-        if self.function == "count":
-            return sum(values.values())
-        return self.aggregate(values)
+        state = self.groups.get(key)
+        if state is not None:
+            return state.result()
+        if self._empty_value is _UNSET:
+            self._empty_value = self.new_state().result()
+        return self._empty_value
 
     def on_delta(self, port: int, delta: ZSet[Row]) -> ZSet[Row]:
         out: ZSet[Row] = ZSet()
@@ -104,14 +94,19 @@ class AggregateJoin(Node):
             return out
         by_group = delta.index_with(lambda row: project(row, self.atom_keys))
         for key, changes in by_group.groups():
-            if not self.values.is_present(key):
-                self.metrics.dropped += len(changes)
-                continue
-            old = self._value(key)
+            state = self.groups.get(key)
+            if state is None:
+                if self.partial:
+                    self.metrics.dropped += len(changes)
+                    continue
+                state = self.groups[key] = self.new_state()
+            old = state.result()
             for row, weight in changes.items():
-                self.values.add(key, self._element(row), weight)
-            new = self._value(key)
-            if old == new and type(old) is type(new):
+                state.add(self._element(row), weight)
+            new = state.result()
+            if not self.partial and state.empty():
+                del self.groups[key]
+            if same(old, new):
                 continue
             for body, weight in (self.bodies.get(key) or {}).items():
                 if old is not NO_VALUE:
@@ -120,13 +115,22 @@ class AggregateJoin(Node):
                     out.add(body + (new,), weight)
         return out
 
+    def _load(self, rows: list[tuple[Row, int]]) -> GroupState:
+        state = self.new_state()
+        for row, weight in rows:
+            state.add(self._element(row), weight)
+        return state
+
     def hydrate(self) -> None:
         if self.partial:
             return
         for row, weight in self.inputs[0].query((), [()]).items():
             self.bodies.add(project(row, self.body_keys), row, weight)
-        for row, weight in self.inputs[1].query((), [()]).items():
-            self.values.add(project(row, self.atom_keys), self._element(row), weight)
+        by_group = self.inputs[1].query((), [()]).index_with(lambda row: project(row, self.atom_keys))
+        for key, rows in by_group.groups():
+            state = self._load(list(rows.items()))
+            if not state.empty():
+                self.groups[key] = state
 
     def _output(self, key: Key) -> ZSet[Row]:
         out: ZSet[Row] = ZSet()
@@ -148,8 +152,10 @@ class AggregateJoin(Node):
                     self.inputs[1].query(self.atom_keys, missing).items(), self.atom_keys, missing
                 )
                 for key in missing:
+                    # Invariant: a fill never overwrites a present group (KeyedState.fill).
+                    assert key not in self.groups, f"fill of present group {key!r}"
                     self.bodies.fill(key, bodies[key])
-                    self.values.fill(key, [(self._element(row), w) for row, w in values[key]])
+                    self.groups[key] = self._load(values[key])
                 self.metrics.filled_keys += len(missing)
             out: ZSet[Row] = ZSet()
             for key in dict.fromkeys(keys):
@@ -162,4 +168,4 @@ class AggregateJoin(Node):
         return select_keys(out, cols, set(keys))
 
     def describe(self) -> str:
-        return f"AggregateJoin({self.function}, {'partial' if self.partial else 'full'})"
+        return f"AggregateJoin({name(self.function)}, {'partial' if self.partial else 'full'})"
