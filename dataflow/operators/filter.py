@@ -1,16 +1,26 @@
 """Filter: keeps the rows a pure predicate accepts (PomoFlow §2.9.4).
 
-Contract: linear, stateless. An upquery passes through unchanged and the
-answer is filtered the same way.
+Contract: linear, stateless; a kept element keeps its weight. An upquery
+passes through unchanged and the answer is filtered the same way (a missing
+key is the input's business). `filter_zset` is the spec's `filter(predicate,
+zset)` on one value.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Hashable
+from typing import TypeVar
 
 from ..keyed_state import Key, Row
 from ..node import Node
 from ..zset import ZSet
+
+E = TypeVar("E", bound=Hashable)
+
+
+def filter_zset(predicate: Callable[[E], bool], zset: ZSet[E]) -> ZSet[E]:
+    """The elements of `zset` that `predicate` accepts, with their weights."""
+    return zset.filter(predicate)
 
 
 class Filter(Node):
@@ -20,10 +30,10 @@ class Filter(Node):
         self.label = label
 
     def on_delta(self, port: int, delta: ZSet[Row]) -> ZSet[Row]:
-        return delta.filter(self.predicate)
+        return filter_zset(self.predicate, delta)
 
     def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
-        return self.inputs[0].query(cols, keys).filter(self.predicate)
+        return filter_zset(self.predicate, self.inputs[0].query(cols, keys))
 
     def describe(self) -> str:
         return f"Filter({self.label})"

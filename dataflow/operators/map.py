@@ -1,19 +1,38 @@
-"""Map: builds each output row from input columns and constants (PomoFlow §2.9.7).
+"""Map (PomoFlow §2.9.7): transforms every element of a ZSet by a pure function.
 
-Used for projection, renaming and constant head attributes. Contract: linear,
-stateless; rows that collide after projection add their weights. An upquery on
-output columns is translated to the input columns they copy; output columns
-that are constants filter the keys instead, and a request left with no input
-columns asks the input for everything.
+`map_zset(fn, zset)` is the spec's operator on one value: each element e of
+weight w contributes w to fn(e), so elements that collide add their weights
+(and may cancel). Two nodes, both linear and stateless:
+
+* `Map` builds each output row from input columns and constants; the planner
+  uses it for projection, renaming and constant head attributes. An upquery on
+  output columns is translated to the input columns they copy; output columns
+  that are constants filter the keys instead, and a request left with no input
+  columns asks the input for everything.
+* `MapFn` applies an arbitrary pure function. Its upquery cannot translate keys
+  back through the function, so it asks the input for everything (`cols=()`,
+  keys `[()]`), applies the function and keeps the rows whose `cols` match
+  `keys` (`select_keys`). That is correct but not demand-driven: its input must
+  answer a whole-relation upquery (a full state, or a stateless node over one);
+  a partial input keyed on some columns would refuse it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Hashable, Sequence
+from typing import TypeVar
 
 from ..keyed_state import Key, Row
 from ..node import Node, select_keys
 from ..zset import ZSet
+
+E = TypeVar("E", bound=Hashable)
+F = TypeVar("F", bound=Hashable)
+
+
+def map_zset(fn: Callable[[E], F], zset: ZSet[E]) -> ZSet[F]:
+    """Each element's weight moved to `fn(element)`; weights that meet are added."""
+    return zset.map(fn)
 
 
 class Column:
@@ -51,7 +70,7 @@ class Map(Node):
         return tuple(o.value if isinstance(o, Constant) else row[o.index] for o in self.outputs)
 
     def on_delta(self, port: int, delta: ZSet[Row]) -> ZSet[Row]:
-        return delta.map(self.apply)
+        return map_zset(self.apply, delta)
 
     def translate(self, cols: tuple[int, ...]) -> tuple[int, ...]:
         """The input columns an upquery on output `cols` asks for (constants dropped)."""
@@ -79,8 +98,29 @@ class Map(Node):
             parent_keys.add(tuple(by_col[pc] for pc in parent_cols))
         if not parent_keys:
             return ZSet()
-        rows = self.inputs[0].query(parent_cols, parent_keys).map(self.apply)
+        rows = map_zset(self.apply, self.inputs[0].query(parent_cols, parent_keys))
         return select_keys(rows, cols, set(keys))
 
     def describe(self) -> str:
         return f"Map{self.schema}"
+
+
+class MapFn(Node):
+    """Map by an arbitrary pure function of the row (see the module docstring for its upquery)."""
+
+    def __init__(
+        self, parent: Node, schema: tuple[str, ...], fn: Callable[[Row], Row], label: str = ""
+    ) -> None:
+        super().__init__(schema, (parent,))
+        self.fn = fn
+        self.label = label
+
+    def on_delta(self, port: int, delta: ZSet[Row]) -> ZSet[Row]:
+        return map_zset(self.fn, delta)
+
+    def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
+        everything = self.inputs[0].query((), [()])
+        return select_keys(map_zset(self.fn, everything), cols, set(keys))
+
+    def describe(self) -> str:
+        return f"MapFn{self.schema}({self.label})"
