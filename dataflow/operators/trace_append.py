@@ -27,17 +27,20 @@ def trace_append(batch: ZSet[Any] | IndexedZSet[Any, Any], trace: Trace, time: T
 
 class TraceAppend(Node):
     stateful = True
+    # UntimedTraceAppend stamps every delta with one fixed time instead, and never compacts.
+    untimed: Time | None = None
 
     def __init__(self, parent: Node) -> None:
         super().__init__(parent.schema, (parent,))
         self.trace = Trace()
 
     def eval(self, inputs: Sequence[Value | None], time: Time) -> Value | None:
-        self.trace.advance_to(time[0])
+        if self.untimed is None:
+            self.trace.advance_to(time[0])
         delta = inputs[0]
         if active(delta):
             assert isinstance(delta, (ZSet, IndexedZSet)), f"{self.describe()} appends (indexed) ZSets"
-            trace_append(delta, self.trace, time)
+            self.trace.append(delta, self.untimed or time)
         return self.trace
 
     def idle(self, inputs: Sequence[Value | None], time: Time) -> bool:
@@ -47,10 +50,10 @@ class TraceAppend(Node):
         parent = self.inputs[0]
         query_indexed = getattr(parent, "query_indexed", None)
         batch = query_indexed((), [()]) if query_indexed is not None else parent.query((), [()])
-        self.trace.append(batch, (0,))
+        self.trace.append(batch, self.untimed or (0,))
 
     def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
         raise TypeError("a trace is read through its trace, not upqueried")
 
     def describe(self) -> str:
-        return f"TraceAppend({len(self.trace)} entries)"
+        return f"{type(self).__name__}({len(self.trace)} entries)"

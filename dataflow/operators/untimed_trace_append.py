@@ -19,14 +19,12 @@ does).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
 from typing import Any
 
-from ..keyed_state import Key, Row
-from ..node import Node, Value, active
 from ..time import Time
 from ..trace import Trace
 from ..zset import IndexedZSet, ZSet
+from .trace_append import TraceAppend
 
 UNTIMED: Time = (0,)
 
@@ -37,31 +35,5 @@ def untimed_trace_append(batch: ZSet[Any] | IndexedZSet[Any, Any], trace: Trace)
     return trace
 
 
-class UntimedTraceAppend(Node):
-    stateful = True
-
-    def __init__(self, parent: Node) -> None:
-        super().__init__(parent.schema, (parent,))
-        self.trace = Trace()
-
-    def eval(self, inputs: Sequence[Value | None], time: Time) -> Value | None:
-        delta = inputs[0]
-        if active(delta):
-            assert isinstance(delta, (ZSet, IndexedZSet)), f"{self.describe()} appends (indexed) ZSets"
-            untimed_trace_append(delta, self.trace)
-        return self.trace
-
-    def idle(self, inputs: Sequence[Value | None], time: Time) -> bool:
-        return False
-
-    def hydrate(self) -> None:
-        parent = self.inputs[0]
-        query_indexed = getattr(parent, "query_indexed", None)
-        batch = query_indexed((), [()]) if query_indexed is not None else parent.query((), [()])
-        untimed_trace_append(batch, self.trace)
-
-    def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
-        raise TypeError("a trace is read through its trace, not upqueried")
-
-    def describe(self) -> str:
-        return f"UntimedTraceAppend({len(self.trace)} entries)"
+class UntimedTraceAppend(TraceAppend):
+    untimed = UNTIMED
