@@ -166,7 +166,8 @@ class ChildOutput(Node):
     def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
         child = self.inputs[0]
         assert isinstance(child, Child)
-        return select_keys(child.totals[self.index], cols, set(keys))
+        # A copy: the caller may add to its answer, and the totals are the child's state.
+        return select_keys(child.totals[self.index] + ZSet(), cols, set(keys))
 
     def describe(self) -> str:
         return f"ChildOutput({self.index})"

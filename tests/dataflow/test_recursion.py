@@ -145,3 +145,23 @@ def test_a_loop_without_fixed_point_is_reported() -> None:
     circuit = Circuit([child.output(0)])
     with pytest.raises(FixedPointNotReached, match="child"):
         circuit.step({"seed": ZSet({(0,): 1})})
+
+
+@settings(max_examples=60, deadline=None)
+@given(first=st.lists(edge, max_size=8), history=histories)
+def test_child_hydrates_from_full_source_state(first: list[Edge], history: list[list[Edge]]) -> None:
+    """Built over a store that already holds edges: hydration runs them through the child at
+    epoch 0, and the child's output answers a whole-relation upquery from then on."""
+    from dataflow_harness import Driver, Store
+    from recursive_circuits import Builder, closure_child
+
+    store = Store({"edge": ("x", "y")})
+    store.apply({"edge": {e: 1 for e in first}})
+    child = closure_child(Builder(True), store.index("edge", (), False))
+    reference = lambda s: ZSet({p: 1 for p in python_closure(s.data["edge"])})  # noqa: E731
+    driver = Driver(store, child.output(0), reference)
+    driver.check()
+    for toggles in history:
+        ops = {e: (-1 if e in store.data["edge"] else 1) for e in dict.fromkeys(toggles)}
+        driver.step({"edge": ops})
+        driver.check()
