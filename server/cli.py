@@ -12,7 +12,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from pomoview.client import Cid, Client, PomoviewError, Unavailable
@@ -159,6 +159,36 @@ def format_relation(rel: dict[str, object]) -> str:
     return line
 
 
+# ---------------------------------------------------------------- serve configuration
+
+# `serve` settings read from a flag, else from the environment, else a default:
+# setting -> (environment variable, default). The store's default, "", means <data>/store.
+SERVE_ENV: dict[str, tuple[str, str]] = {
+    "data": ("POMOVIEW_DATA", "./data"),
+    "store": ("POMOVIEW_STORE", ""),
+    "spark_master": ("POMOVIEW_SPARK_MASTER", "local[*]"),
+}
+
+
+def resolve_serve_config(
+    args: argparse.Namespace, environ: Mapping[str, str] | None = None
+) -> dict[str, tuple[str, str]]:
+    """Each `SERVE_ENV` setting's value and where it came from: "flag", "env NAME" or
+    "default". A flag wins over the environment, which wins over the default; an empty
+    environment variable counts as unset."""
+    env = os.environ if environ is None else environ
+    out: dict[str, tuple[str, str]] = {}
+    for name, (var, default) in SERVE_ENV.items():
+        flag = getattr(args, name)
+        if flag is not None:
+            out[name] = (flag, "flag")
+        elif env.get(var):
+            out[name] = (env[var], f"env {var}")
+        else:
+            out[name] = (default, "default")
+    return out
+
+
 # ---------------------------------------------------------------- subcommands
 
 
@@ -174,13 +204,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
         return 2
 
+    config = resolve_serve_config(args)
     serve(
-        data_dir=Path(args.data),
+        data_dir=Path(config["data"][0]),
         host=args.host,
         port=args.port,
         program=Path(args.program) if args.program else None,
-        spark_master=args.spark_master,
+        spark_master=config["spark_master"][0],
         flush_interval=args.flush_interval,
+        store=config["store"][0] or None,
+        origins={name: origin for name, (_, origin) in config.items()},
     )
     return 0
 
@@ -253,21 +286,47 @@ def build_parser() -> argparse.ArgumentParser:
         help="server host:port (env POMOVIEW_ADDRESS, default %(default)s)",
     )
 
-    p = sub.add_parser("serve", help="run the server")
+    p = sub.add_parser(
+        "serve",
+        help="run the server",
+        description="Run the server. A flag wins over its environment variable, which wins "
+        "over the default.",
+    )
+    # Flags with an environment variable default to None: resolve_serve_config fills them in,
+    # and logs where each value came from.
     p.add_argument(
         "--data",
-        default=os.environ.get("POMOVIEW_DATA", "./data"),
-        help="data directory (env POMOVIEW_DATA, default %(default)s)",
+        default=None,
+        metavar="DIR",
+        help="data folder: write-ahead log, installed program, and the store by default "
+        "(env POMOVIEW_DATA, default ./data)",
     )
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=7878)
-    p.add_argument("--program", default=None, help="program file to install at start")
+    p.add_argument(
+        "--store",
+        default=None,
+        metavar="PATH_OR_URI",
+        help="where the Parquet store lives: a local folder or a file:// URI, e.g. a shared "
+        "file system mounted on every Spark node (env POMOVIEW_STORE, default DIR/store)",
+    )
     p.add_argument(
         "--spark-master",
-        default=os.environ.get("POMOVIEW_SPARK_MASTER", "local[*]"),
-        help="Spark master URL (env POMOVIEW_SPARK_MASTER, default %(default)s)",
+        default=None,
+        metavar="URL",
+        help="Spark master URL, e.g. local[4] or spark://host:7077 "
+        "(env POMOVIEW_SPARK_MASTER, default local[*])",
     )
-    p.add_argument("--flush-interval", type=float, default=5.0, metavar="SECONDS")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default %(default)s)")
+    p.add_argument(
+        "--port", type=int, default=7878, help="port to listen on; 0 picks a free one (default %(default)s)"
+    )
+    p.add_argument("--program", default=None, metavar="FILE", help="program file to install at start")
+    p.add_argument(
+        "--flush-interval",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="seconds between moves of the write-ahead log into the Parquet store (default %(default)s)",
+    )
     p.set_defaults(handler=cmd_serve)
 
     p = sub.add_parser("install", parents=[client_opts], help="install a program")

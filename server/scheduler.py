@@ -46,6 +46,7 @@ from .errors import (
 from .fsync import fsync_path
 from .overlay import LogTail
 from .source_store import SchemaMismatch, SourceStore
+from .spark_session import SparkSessionLost, spark_error_reason
 from .types import LoggedBatch, SourceChange, SourceSchema, Tuple_, Value
 from .wal import WalUnusable, WriteAheadLog
 
@@ -124,11 +125,14 @@ class Scheduler:
         spark: Callable[[], object],
         *,
         flush_interval: float = 5.0,
+        store_dir: Path | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.flush_interval = flush_interval
-        self.store = SourceStore(str(self.data_dir / "store"), spark)  # type: ignore[arg-type]
+        self._spark = spark
+        store_root = self.data_dir / "store" if store_dir is None else Path(store_dir)
+        self.store = SourceStore(str(store_root), spark)  # type: ignore[arg-type]
         self.wal = WriteAheadLog(self.data_dir / "wal")
         self.program: CompiledProgram | None = None
         self.circuits: dict[tuple[str, tuple[str, ...]], Circuit] = {}
@@ -355,8 +359,25 @@ class Scheduler:
         try:
             version, tuples = self.store.fetch(pending.source, pending.columns, pending.keys)  # type: ignore[arg-type]
         except Exception as err:
-            raise Unavailable(f"the upquery on {pending.source!r} failed in Spark: {err}") from err
+            # Nothing is filled: the circuit saw only FetchPending, so the states that asked
+            # stay missing and the next lookup runs the job again.
+            raise Unavailable(self._spark_failure(pending.source, err)) from err
         return Prefetched(pending.source, pending.columns, frozenset(pending.keys), version, tuples)
+
+    def _spark_failure(self, source: str, err: Exception) -> str:
+        """The reason a keyed Spark job on `source` failed; if the Spark session died with it,
+        the provider starts a new one and the reason says so."""
+        if isinstance(err, SparkSessionLost):
+            dead: str | None = err.reason
+        else:
+            check = getattr(self._spark, "check", None)
+            dead = check() if callable(check) else None
+        if dead is not None:
+            return (
+                f"the upquery on source {source!r} failed: the Spark session died ({dead}); "
+                "a new one is starting, retry the lookup"
+            )
+        return f"the upquery on source {source!r} failed in Spark: {spark_error_reason(err)}"
 
     def lookup(
         self,

@@ -1,4 +1,4 @@
-"""Creation of the one Spark session a server process uses.
+"""Creation of the one Spark session a server process uses, and its replacement if it dies.
 
 The store and the upquery executor never create sessions; they are handed a
 `SparkProvider` (or any `Callable[[], SparkSession]`) and call it when they need Spark.
@@ -6,11 +6,18 @@ The store and the upquery executor never create sessions; they are handed a
 
 from __future__ import annotations
 
+import logging
 import os
+import subprocess
 import threading
 from collections.abc import Callable
 
 from pyspark.sql import SparkSession
+
+log = logging.getLogger("pomoview.spark")
+
+# A failure reason is cut to this many characters: Java messages can embed whole files.
+_REASON_LIMIT = 400
 
 
 def create_spark_session(master: str = "local[*]", app_name: str = "pomoview") -> SparkSession:
@@ -40,29 +47,190 @@ def create_spark_session(master: str = "local[*]", app_name: str = "pomoview") -
     return session
 
 
-class SparkProvider:
-    """Lazily creates one Spark session, shared by every caller, on first call.
+def _gateway_process(session: SparkSession) -> object | None:
+    """The Popen of the driver JVM pyspark launched, if it launched one."""
+    from pyspark import SparkContext
 
-    Calling the provider blocks until the session exists (creating it if needed). `stop()` ends
-    the session; after it the provider refuses to create another, so a late caller during
-    shutdown cannot boot a fresh JVM.
+    gateway = SparkContext._gateway
+    if gateway is None or session.sparkContext is not SparkContext._active_spark_context:
+        return None
+    return getattr(gateway, "proc", None)
+
+
+def session_dead_reason(session: SparkSession, probe_jvm: bool = False) -> str | None:
+    """Why `session` can no longer run jobs, or None if it looks alive.
+
+    Without `probe_jvm` only local state is looked at (the driver JVM process has exited, or
+    the session was stopped), which costs no call into the JVM. With it, the JVM is also
+    asked whether its SparkContext is stopped: a JVM that does not answer is dead too.
+    """
+    from py4j.protocol import Py4JError
+
+    context = session._sc
+    if getattr(context, "_jsc", None) is None:
+        return "the Spark session was stopped"
+    proc = _gateway_process(session)
+    poll = getattr(proc, "poll", None)
+    code = poll() if callable(poll) else None
+    if code is not None:
+        return f"the Spark driver JVM exited with status {code}"
+    if probe_jvm:
+        try:
+            if context._jsc.sc().isStopped():
+                return "the SparkContext was stopped by Spark"
+        except (Py4JError, OSError) as err:
+            # A killed JVM refuses connections before its last thread is gone: give it a moment
+            # to be reaped, to tell a death from a hang.
+            wait = getattr(proc, "wait", None)
+            if callable(wait):
+                try:
+                    return f"the Spark driver JVM exited with status {wait(timeout=5)}"
+                except subprocess.TimeoutExpired:
+                    pass
+            return f"the Spark driver JVM does not answer ({type(err).__name__}: {err})"
+    return None
+
+
+def discard_session(session: SparkSession) -> None:
+    """Tears down a dead (or stopped) session so that the next one launches a new JVM.
+
+    pyspark keeps its gateway and active context in class attributes and would otherwise hand
+    the dead ones back. The old JVM, if still running, is killed first, so that no call below
+    can wait on it.
+    """
+    from pyspark import SparkContext
+    from pyspark.sql import SQLContext
+
+    gateway = SparkContext._gateway
+    proc = getattr(gateway, "proc", None)
+    if proc is not None and proc.poll() is None:
+        proc.kill()
+        try:
+            proc.wait(timeout=30)
+        except Exception:  # noqa: BLE001 (a JVM that will not die is left to the OS)
+            log.warning("the old Spark driver JVM (pid %s) did not exit", proc.pid)
+    try:
+        session._sc.stop()  # closes the accumulator server; the JVM call fails fast now
+    except Exception:  # noqa: BLE001
+        log.debug("stopping the dead Spark context failed", exc_info=True)
+    if gateway is not None:
+        try:
+            gateway.shutdown()  # the Python side: its client sockets and callback server
+        except Exception:  # noqa: BLE001
+            log.debug("shutting down the dead Py4J gateway failed", exc_info=True)
+    with SparkContext._lock:
+        SparkContext._active_spark_context = None
+        SparkContext._gateway = None
+        SparkContext._jvm = None
+    SparkSession._instantiatedSession = None
+    SparkSession._activeSession = None
+    SQLContext._instantiatedContext = None
+
+
+def spark_error_reason(err: BaseException) -> str:
+    """A one-line account of a Spark failure: the Java exception's message and its root cause,
+    not the stack traces that a Py4JJavaError's text carries."""
+    from py4j.protocol import Py4JJavaError
+
+    text = str(err).strip()
+    if isinstance(err, Py4JJavaError):
+        lines = [line.strip() for line in text.splitlines()]
+        # The text is "An error occurred while calling oN.method.\n: java.Exc: message\n\tat ..."
+        heads = [line[2:] for line in lines if line.startswith(": ")]
+        causes = [line[len("Caused by: ") :] for line in lines if line.startswith("Caused by: ")]
+        parts = heads[:1] + causes[-1:]
+        if parts:
+            return "; caused by ".join(_cut(p) for p in parts)
+    first = text.splitlines()[0] if text else ""
+    return _cut(f"{type(err).__name__}: {first}" if first else type(err).__name__)
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= _REASON_LIMIT else text[: _REASON_LIMIT - 1] + "…"
+
+
+class SparkSessionLost(RuntimeError):
+    """The Spark session died; a new one is starting in the background."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"{reason}; a new Spark session is starting")
+        self.reason = reason
+
+
+class SparkProvider:
+    """Lazily creates one Spark session, shared by every caller, on first call; replaces it if
+    it dies.
+
+    Calling the provider blocks until the session exists (creating it if needed). A session
+    found dead (its driver JVM gone or its context stopped) is discarded and a new one starts
+    in the background: the call that finds it raises `SparkSessionLost`, later calls wait for
+    the new session. `check()` looks harder after a job failed. `stop()` ends the session;
+    after it the provider refuses to create another, so a late caller during shutdown cannot
+    boot a fresh JVM.
     """
 
-    def __init__(self, factory: Callable[[], SparkSession] = create_spark_session) -> None:
+    def __init__(
+        self,
+        factory: Callable[[], SparkSession] = create_spark_session,
+        *,
+        dead_reason: Callable[[SparkSession, bool], str | None] = session_dead_reason,
+        discard: Callable[[SparkSession], None] = discard_session,
+    ) -> None:
         self._factory = factory
+        self._dead_reason = dead_reason
+        self._discard = discard
         self._lock = threading.Lock()
         self._session: SparkSession | None = None
         self._stopped = False
         self._background_error: BaseException | None = None
+        self._lost: str | None = None  # why the last session was discarded, until a new one is up
+        self.restarts = 0
 
     def __call__(self) -> SparkSession:
-        """Return the session, creating it on first use. Raises what session creation raises."""
+        """Return the session, creating it if needed. Raises what session creation raises, and
+        `SparkSessionLost` if the current session has just been found dead."""
         with self._lock:
             if self._stopped:
                 raise RuntimeError("the Spark session provider has been stopped")
             if self._session is None:
                 self._session = self._factory()
-            return self._session
+                self._lost = None
+                return self._session
+            reason = self._dead_reason(self._session, False)
+            if reason is None:
+                return self._session
+            self._replace_locked(reason)
+        self.start_in_background()
+        raise SparkSessionLost(reason)
+
+    def check(self) -> str | None:
+        """Called after a Spark job failed: if the session is dead, discard it and start a new
+        one in the background. Returns why the session died (also when another caller found it
+        dead first and the new one is not up yet), or None if the session is alive: the job
+        failed on its own."""
+        lost = self._lost
+        if lost is not None:
+            return lost  # the new session is booting: do not wait for it here
+        with self._lock:
+            if self._stopped or self._session is None:
+                return None
+            reason = self._dead_reason(self._session, True)
+            if reason is None:
+                return None
+            self._replace_locked(reason)
+        self.start_in_background()
+        return reason
+
+    def _replace_locked(self, reason: str) -> None:
+        session, self._session = self._session, None
+        self._lost = reason
+        self.restarts += 1
+        log.warning("the Spark session is dead (%s); starting a new one", reason)
+        assert session is not None
+        try:
+            self._discard(session)
+        except Exception:  # a half torn-down session must not keep the new one from starting
+            log.exception("discarding the dead Spark session failed")
 
     def start_in_background(self) -> threading.Thread:
         """Start creating the session in a daemon thread, so the JVM boots while the server starts.
@@ -92,4 +260,7 @@ class SparkProvider:
             self._stopped = True
             session, self._session = self._session, None
         if session is not None:
-            session.stop()
+            if self._dead_reason(session, False) is not None:
+                self._discard(session)
+            else:
+                session.stop()

@@ -542,6 +542,7 @@ def test_cli_serve_passes_arguments(monkeypatch: pytest.MonkeyPatch, tmp_path: P
     monkeypatch.setitem(sys.modules, "pomoview.server.app", fake_app)
     monkeypatch.setenv("POMOVIEW_SPARK_MASTER", "spark://h:7077")
     monkeypatch.delenv("POMOVIEW_DATA", raising=False)
+    monkeypatch.delenv("POMOVIEW_STORE", raising=False)
     assert main(["serve", "--port", "9000", "--program", "p.pomo", "--flush-interval", "0.5"]) == 0
     assert main(["serve", "--data", str(tmp_path)]) == 0
     assert calls == [
@@ -552,6 +553,8 @@ def test_cli_serve_passes_arguments(monkeypatch: pytest.MonkeyPatch, tmp_path: P
             "program": Path("p.pomo"),
             "spark_master": "spark://h:7077",
             "flush_interval": 0.5,
+            "store": None,
+            "origins": {"data": "default", "store": "default", "spark_master": "env POMOVIEW_SPARK_MASTER"},
         },
         {
             "data_dir": tmp_path,
@@ -560,5 +563,7 @@ def test_cli_serve_passes_arguments(monkeypatch: pytest.MonkeyPatch, tmp_path: P
             "program": None,
             "spark_master": "spark://h:7077",
             "flush_interval": 5.0,
+            "store": None,
+            "origins": {"data": "flag", "store": "default", "spark_master": "env POMOVIEW_SPARK_MASTER"},
         },
     ]

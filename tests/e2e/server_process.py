@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from pomoview.client import Client
@@ -19,11 +20,18 @@ class ServerProcess:
     """One server process over `data_dir`; `address` is set once it listens."""
 
     def __init__(
-        self, data_dir: Path, program: Path | None = None, flush_interval: float = 1.0
+        self,
+        data_dir: Path,
+        program: Path | None = None,
+        flush_interval: float = 1.0,
+        extra_args: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.data_dir = data_dir
         self.program = program
         self.flush_interval = flush_interval
+        self.extra_args = list(extra_args)  # more `serve` flags
+        self.env = dict(env or {})  # added to (and overriding) this process's environment
         self.process: subprocess.Popen[str] | None = None
         self.address = ""
         self.log_path = data_dir.parent / f"{data_dir.name}-server.log"
@@ -47,13 +55,14 @@ class ServerProcess:
         ]
         if self.program is not None:
             args += ["--program", str(self.program)]
+        args += self.extra_args
         log = open(self.log_path, "a")
         self.process = subprocess.Popen(
             args,
             stdout=subprocess.PIPE,
             stderr=log,
             text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env},
         )
         assert self.process.stdout is not None
         deadline = time.monotonic() + timeout

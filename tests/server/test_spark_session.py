@@ -6,27 +6,47 @@ import threading
 from typing import Any, cast
 
 import pytest
+from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
 
-from pomoview.server.spark_session import SparkProvider
+from pomoview.server.spark_session import SparkProvider, SparkSessionLost, spark_error_reason
 
 
 class FakeSession:
     def __init__(self) -> None:
         self.stopped = False
+        self.discarded = False
+        self.dead: str | None = None  # seen without probing the JVM, like an exited process
+        self.dead_to_probe: str | None = None  # seen only by asking the JVM
 
     def stop(self) -> None:
         self.stopped = True
 
 
-def test_created_once_lazily_and_stopped() -> None:
+def fake_provider(factory: Any) -> SparkProvider:
+    def dead_reason(session: SparkSession, probe: bool) -> str | None:
+        fake = cast(FakeSession, session)
+        return fake.dead or (fake.dead_to_probe if probe else None)
+
+    def discard(session: SparkSession) -> None:
+        cast(FakeSession, session).discarded = True
+
+    return SparkProvider(factory, dead_reason=dead_reason, discard=discard)
+
+
+def counting_factory() -> tuple[list[FakeSession], Any]:
     made: list[FakeSession] = []
 
     def factory() -> SparkSession:
         made.append(FakeSession())
         return cast(SparkSession, made[-1])
 
-    provider = SparkProvider(factory)
+    return made, factory
+
+
+def test_created_once_lazily_and_stopped() -> None:
+    made, factory = counting_factory()
+    provider = fake_provider(factory)
     assert made == []
     first = provider()
     assert provider() is first and len(made) == 1
@@ -44,7 +64,7 @@ def test_background_start_and_callers_wait_for_it() -> None:
         release.wait(5)
         return cast(SparkSession, session)
 
-    provider = SparkProvider(slow_factory)
+    provider = fake_provider(slow_factory)
     thread = provider.start_in_background()
     result: list[Any] = []
     caller = threading.Thread(target=lambda: result.append(provider()))
@@ -65,8 +85,97 @@ def test_background_failure_is_kept_and_retried() -> None:
             raise OSError("no JVM")
         return cast(SparkSession, FakeSession())
 
-    provider = SparkProvider(factory)
+    provider = fake_provider(factory)
     provider.start_in_background().join(5)
     assert isinstance(provider.background_error, OSError)
     assert isinstance(provider(), FakeSession)
     assert len(attempts) == 2
+
+
+def test_a_dead_session_is_reported_once_then_replaced() -> None:
+    made, factory = counting_factory()
+    provider = fake_provider(factory)
+    old = provider()
+    made[0].dead = "the Spark driver JVM exited with status -9"
+    with pytest.raises(SparkSessionLost) as lost:
+        provider()
+    assert lost.value.reason == "the Spark driver JVM exited with status -9"
+    assert made[0].discarded and not made[0].stopped
+    # The next caller gets the new session (booted in the background, or created by it).
+    new = provider()
+    assert new is not old and len(made) == 2 and provider.restarts == 1
+    assert provider() is new
+
+
+def test_check_replaces_only_a_dead_session() -> None:
+    made, factory = counting_factory()
+    provider = fake_provider(factory)
+    provider()
+    assert provider.check() is None  # the job failed on its own: keep the session
+    assert not made[0].discarded and provider.restarts == 0
+    made[0].dead_to_probe = "the Spark driver JVM does not answer"
+    assert provider.check() == "the Spark driver JVM does not answer"
+    assert made[0].discarded
+    provider()
+    assert len(made) == 2 and provider.restarts == 1
+
+
+def test_check_during_the_restart_names_the_death() -> None:
+    release = threading.Event()
+    made: list[FakeSession] = []
+
+    def factory() -> SparkSession:
+        if made:
+            release.wait(5)  # the replacement boots slowly
+        made.append(FakeSession())
+        return cast(SparkSession, made[-1])
+
+    provider = fake_provider(factory)
+    provider()
+    made[0].dead = "the Spark driver JVM exited with status 1"
+    with pytest.raises(SparkSessionLost):
+        provider()
+    # Until the new session is up, a concurrent failure is told why, without waiting.
+    assert provider.check() == "the Spark driver JVM exited with status 1"
+    release.set()
+    provider()
+    assert provider.check() is None and len(made) == 2
+
+
+def test_stop_discards_a_dead_session_instead_of_stopping_it() -> None:
+    made, factory = counting_factory()
+    provider = fake_provider(factory)
+    provider()
+    made[0].dead = "gone"
+    provider.stop()
+    assert made[0].discarded and not made[0].stopped
+
+
+class FakeJavaError(Py4JJavaError):
+    def __init__(self, text: str) -> None:  # no JVM: the text is given
+        Exception.__init__(self, text)
+        self.text = text
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def test_error_reasons_are_one_line() -> None:
+    java = FakeJavaError(
+        "An error occurred while calling o49.collectToPython.\n"
+        ": org.apache.spark.SparkException: [FAILED_READ_FILE.NO_HINT] Encountered error while "
+        "reading file file:///s/vote/part-1/p.parquet.  SQLSTATE: KD001\n"
+        "\tat org.apache.spark.Foo.bar(Foo.scala:1)\n"
+        "Caused by: java.io.IOException: not a Parquet file\n"
+        "\tat org.apache.parquet.Baz.qux(Baz.java:2)\n"
+    )
+    assert spark_error_reason(java) == (
+        "org.apache.spark.SparkException: [FAILED_READ_FILE.NO_HINT] Encountered error while "
+        "reading file file:///s/vote/part-1/p.parquet.  SQLSTATE: KD001; "
+        "caused by java.io.IOException: not a Parquet file"
+    )
+    assert spark_error_reason(ConnectionRefusedError(111, "Connection refused")) == (
+        "ConnectionRefusedError: [Errno 111] Connection refused"
+    )
+    assert spark_error_reason(RuntimeError()) == "RuntimeError"
+    assert len(spark_error_reason(ValueError("x" * 5000))) == 400

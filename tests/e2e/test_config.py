@@ -1,0 +1,108 @@
+"""`pomoview serve` configuration: flags, then environment variables, then defaults."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pomoview.server.cli import SERVE_ENV, build_parser, main, resolve_serve_config
+
+from .server_process import VOTES, ServerProcess, wait_for_flush
+from .votes_model import VotesModel
+
+
+def test_a_flag_wins_over_the_environment_which_wins_over_the_default() -> None:
+    parser = build_parser()
+    env = {"POMOVIEW_STORE": "/env/store", "POMOVIEW_SPARK_MASTER": "spark://env:7077"}
+    args = parser.parse_args(["serve", "--spark-master", "local[3]"])
+    assert resolve_serve_config(args, env) == {
+        "data": ("./data", "default"),
+        "store": ("/env/store", "env POMOVIEW_STORE"),
+        "spark_master": ("local[3]", "flag"),
+    }
+    args = parser.parse_args(["serve", "--store", "file:///flag/store", "--data", "d"])
+    assert resolve_serve_config(args, env)["store"] == ("file:///flag/store", "flag")
+    args = parser.parse_args(["serve"])
+    assert resolve_serve_config(args, {"POMOVIEW_STORE": ""})["store"] == ("", "default")
+    assert resolve_serve_config(args, {})["spark_master"] == ("local[*]", "default")
+
+
+def test_serve_help_documents_each_setting_with_its_variable(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    text = " ".join(capsys.readouterr().out.split())  # undo the wrapping
+    for flag in ("--data", "--store", "--spark-master", "--host", "--port", "--flush-interval"):
+        assert flag in text
+    for var, _default in SERVE_ENV.values():
+        assert f"env {var}" in text
+    assert "default local[*]" in text and "default DIR/store" in text
+
+
+def _serve(data: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("POMOVIEW_")}
+    return subprocess.run(
+        [sys.executable, "-m", "pomoview.server.cli", "serve", "--data", str(data), "--port", "0", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**clean, **env},
+    )
+
+
+def test_a_store_spark_cannot_be_used_for_is_refused_at_start(tmp_path: Path) -> None:
+    done = _serve(tmp_path / "data", env={"POMOVIEW_STORE": "s3a://bucket/store"})
+    assert done.returncode == 2
+    assert "s3a:// is not supported" in done.stderr and "file://" in done.stderr, done.stderr
+
+
+def test_the_store_location_comes_from_the_environment_or_a_flag(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    env_store = tmp_path / "env store"  # a space, to exercise the URI's quoting
+    model = VotesModel()
+    server = ServerProcess(
+        data, program=VOTES, flush_interval=0.5, env={"POMOVIEW_STORE": env_store.as_uri()}
+    ).start()
+    try:
+        with server.client() as db:
+            articles = [{"id": i, "title": f"t{i}"} for i in range(5)]
+            db.write("article", insert=articles)
+            model.apply("article", articles, [])
+            votes = [{"article_id": 1, "user_id": u} for u in range(3)]
+            epoch = db.write("vote", insert=votes)
+            model.apply("vote", votes, [])
+            wait_for_flush(db, epoch)
+    finally:
+        server.stop()
+    for source in ("article", "vote"):
+        assert list((env_store / source).glob("part-*/*.parquet")), source
+    assert (env_store / "manifest.json").exists()
+    assert not (data / "store").exists()
+    log = server.log_path.read_text()
+    assert f"store={env_store.as_uri()} (env POMOVIEW_STORE)" in log
+
+    # The flag wins over the variable: the server reads the store the flag names.
+    elsewhere = tmp_path / "elsewhere"
+    server = ServerProcess(
+        data,
+        flush_interval=0.5,
+        extra_args=["--store", str(env_store)],
+        env={"POMOVIEW_STORE": str(elsewhere)},
+    ).start()
+    try:
+        with server.client() as db:
+            assert db.lookup("articleWithVotes", {"id": 1}) == model.view(1)  # from Parquet
+    finally:
+        server.stop()
+    assert not elsewhere.exists()
+    assert f"store={env_store.as_uri()} (flag)" in server.log_path.read_text()
+
+    # The data folder remembers its store: its log holds only what that store lacks.
+    done = _serve(data, env={})
+    assert done.returncode == 2
+    assert f"was last used with the store {env_store}" in done.stderr, done.stderr
