@@ -2,30 +2,64 @@
 
 Layout under `root` (a local folder for now)::
 
-    manifest.json                     {"version": v, "sources": {name: {"schema": [[a, t], ...],
-                                                                        "parts": [folder, ...]}}}
-    <source>/part-<from>-<to>/        a Parquet dataset written by Spark: one row per logged
-                                      operation, columns = attributes..., _epoch, _op (+1/-1)
+    manifest.json       {"version": v, "sources": {name: {
+                            "schema": [[attr, type], ...],
+                            "cluster": [attr, ...] or null,  # null: none chosen yet
+                            "buckets": B,                    # the most buckets a part may have
+                            "parts": [part, ...],            # oldest first
+                            "layout": {part: {"cluster": [attr, ...], "buckets": n,
+                                              "files": [[bucket, file], ...], "epochs": [from, to],
+                                              "rows": r or null, "compacted": bool}}}}}
+    <source>/<part>/b<bucket>-<i>.parquet
 
-The manifest is the only truth: a part is visible once the manifest that lists it has
-replaced the old one atomically, and parts are immutable, so a reader that took a manifest
-snapshot sees exactly the state at that snapshot's version. Folders the manifest does not
-list (a flush that crashed before its manifest) are deleted at open.
+A part holds one row per logged operation: the attributes, `_epoch`, `_op` (+1 insert, -1
+delete) and `_bucket`. A flush writes one part per source (`part-<from>-<to>`, the epochs it
+holds), a bulk load one part at its epoch, a compaction one part in place of all the parts
+it read (`part-<from>-<to>-c<id>`).
 
-A tuple is present at version v iff its latest operation with epoch <= v is an insert.
+Clustering: each part is bucketed by the source's clustering columns, the columns upqueries
+ask the source by: `_bucket = pmod(hash(cluster columns), n)` with Spark's Murmur3 `hash`, one
+file per bucket, rows sorted by the clustering columns then the other attributes within it, in
+small row groups (`_ROW_GROUP_BYTES`). The clustering is set with `cluster_by`, or learnt from
+the first keyed fetch of the source (it defaults to the first attribute until then); it is
+recorded per part, so parts written under different clusterings read correctly together, and
+a compaction rewrites them all under the current one.
+
+A keyed fetch computes the bucket of each key in Python (`_spark_hash` is Spark's function),
+reads only those buckets' files, and filters with a predicate that Spark pushes into the
+Parquet reader, `(_bucket = b AND key IN keys_b) OR ...`: row-group min/max statistics then
+skip the row groups that hold none of the keys of their file's bucket. Beyond `_PUSH_LIMIT`
+keys (`_OR_LIMIT` for keys of several columns) the key filter is a broadcast semi-join instead,
+over the same buckets' files.
+
+The manifest is the only truth: a part is visible once the manifest that lists it has replaced
+the old one atomically, and parts are immutable, so a reader that took a manifest snapshot sees
+exactly the state at that snapshot's version. Folders the manifest does not list (a flush or a
+compaction that crashed before its manifest, or parts a compaction replaced) are deleted at
+open. While the store runs, a part a compaction replaced is deleted once the new manifest is
+durable and no pinned snapshot (`pin`) lists it any more: a fetch pins its snapshot.
+
+A tuple is present at version v iff its latest operation with epoch <= v is an insert. A
+compaction reads every part of a source (a prefix of its history, through the store's version
+v), keeps each tuple's latest operation, and drops the tuples whose latest operation is a
+delete: no snapshot at v or later needs them, and older snapshots pin the parts they read.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
+import math
 import os
 import re
 import shutil
+import struct
 import threading
 import uuid
-from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +71,7 @@ from pyspark.sql.types import (
     ByteType,
     DataType,
     DoubleType,
+    IntegerType,
     LongType,
     StringType,
     StructField,
@@ -53,15 +88,29 @@ _SPARK_TYPES: dict[str, Callable[[], DataType]] = {
     "bool": BooleanType,
     "bytes": BinaryType,
 }
-_RESERVED = {"_epoch", "_op"}
+_BUCKET = "_bucket"  # a column of every file: the bucket of the row's clustering columns
+_BUCKET_DIR = "_bucket_dir"  # the same, as the folder Spark writes each bucket to
+_RESERVED = {"_epoch", "_op", _BUCKET, _BUCKET_DIR}
 _MANIFEST = "manifest.json"
 _PART_PREFIX = "part-"
 _TMP_PREFIX = ".tmp-"
-# Up to this many keys a single-column filter is an IN list; beyond it a broadcast semi-join,
-# whose plan size does not grow with the keys.
-_ISIN_LIMIT = 256
-# Up to this many keys over several columns, an OR of ANDs; beyond it a broadcast semi-join.
-_OR_LIMIT = 32
+DEFAULT_BUCKETS = 16
+# A part gets one bucket per this many rows, up to the source's bucket count.
+DEFAULT_ROWS_PER_BUCKET = 1 << 16
+# Small row groups (~8k rows of a few numbers) make the statistics of a sorted file fine-grained.
+_ROW_GROUP_BYTES = 256 << 10
+# Up to this many keys of one column, the key filter is an IN list that Spark pushes into the
+# Parquet reader (the session's `inFilterThreshold` is raised to it); beyond, a broadcast
+# semi-join, which reads all of the keys' buckets but whose plan does not grow with the keys.
+_PUSH_LIMIT = 256
+# The same for keys of several columns, pushed as an OR of ANDs.
+_OR_LIMIT = 64
+# Parquet's page-level filter costs (keys x pages) per file, more than it saves here: row-group
+# statistics do the pruning.
+_READ_OPTIONS = {"parquet.filter.columnindex.enabled": "false"}
+# A fetch passes one path per file it reads; Spark lists more than its default 32 paths with a
+# distributed job, which would cost more than the fetch.
+_LISTING_THRESHOLD = 4096
 # Source names become folder names.
 _SOURCE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -71,15 +120,161 @@ class SchemaMismatch(Exception):
 
 
 @dataclass(frozen=True)
+class _Part:
+    name: str
+    cluster: tuple[str, ...]  # () for an unclustered part: every bucket must be read
+    buckets: int
+    files: tuple[tuple[int, str], ...]  # (bucket, file name in the part's folder), by bucket
+    epochs: tuple[int, int]  # the first and last epoch it may hold
+    rows: int | None  # at most this many rows; None if not known
+    compacted: bool
+
+
+@dataclass(frozen=True)
 class _SourceState:
     schema: SourceSchema
-    parts: tuple[str, ...]
+    parts: tuple[_Part, ...]
+    cluster: tuple[str, ...] | None = None  # None: not chosen yet
+    buckets: int = DEFAULT_BUCKETS
 
 
 @dataclass(frozen=True)
 class _Snapshot:
     version: int
     sources: Mapping[str, _SourceState]
+
+
+class Pin:
+    """A snapshot of the store held by a reader: the files it lists stay on disk until
+    `SourceStore.unpin`. `version` is the snapshot's version."""
+
+    __slots__ = ("_snapshot",)
+
+    def __init__(self, snapshot: _Snapshot) -> None:
+        self._snapshot = snapshot
+
+    @property
+    def version(self) -> int:
+        return self._snapshot.version
+
+
+# --- Spark's Murmur3 `hash`, so that a fetch finds its keys' buckets without a Spark job ----------
+
+_M32 = 0xFFFFFFFF
+_SEED = 42  # Spark's seed for `hash` and for hash partitioning
+
+
+def _rotl(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & _M32
+
+
+def _mix_k1(k1: int) -> int:
+    return (_rotl((k1 * 0xCC9E2D51) & _M32, 15) * 0x1B873593) & _M32
+
+
+def _mix_h1(h1: int, k1: int) -> int:
+    return (_rotl(h1 ^ k1, 13) * 5 + 0xE6546B64) & _M32
+
+
+def _fmix(h1: int, length: int) -> int:
+    h1 ^= length
+    h1 = ((h1 ^ (h1 >> 16)) * 0x85EBCA6B) & _M32
+    h1 = ((h1 ^ (h1 >> 13)) * 0xC2B2AE35) & _M32
+    return h1 ^ (h1 >> 16)
+
+
+def _hash_long(value: int, seed: int) -> int:
+    value &= 0xFFFFFFFFFFFFFFFF
+    h1 = _mix_h1(seed, _mix_k1(value & _M32))
+    return _fmix(_mix_h1(h1, _mix_k1(value >> 32)), 8)
+
+
+def _hash_bytes(data: bytes, seed: int) -> int:
+    # Murmur3_x86_32.hashUnsafeBytes: whole little-endian words, then each remaining byte as a
+    # signed int of its own.
+    aligned = len(data) - len(data) % 4
+    h1 = seed
+    for (word,) in struct.iter_unpack("<I", data[:aligned]):
+        h1 = _mix_h1(h1, _mix_k1(word))
+    for byte in data[aligned:]:
+        h1 = _mix_h1(h1, _mix_k1((byte - 256 if byte > 127 else byte) & _M32))
+    return _fmix(h1, len(data))
+
+
+def _hash_value(value: Value, seed: int) -> int:
+    if isinstance(value, bool):
+        return _fmix(_mix_h1(seed, _mix_k1(int(value))), 4)  # hashInt(1 or 0)
+    if isinstance(value, int):
+        return _hash_long(value, seed)
+    if isinstance(value, float):
+        if value == 0.0:  # 0.0 and -0.0 alike
+            return _hash_long(0, seed)
+        if math.isnan(value):
+            return _hash_long(0x7FF8000000000000, seed)  # Java's canonical NaN
+        return _hash_long(struct.unpack("<q", struct.pack("<d", value))[0], seed)
+    if isinstance(value, str):
+        return _hash_bytes(value.encode("utf-8"), seed)
+    return _hash_bytes(bytes(value), seed)
+
+
+def _spark_hash(values: Sequence[Value]) -> int:
+    """Spark's `hash(values...)` (Murmur3, seed 42, chained over the columns), a signed int."""
+    h = _SEED
+    for value in values:
+        h = _hash_value(value, h)
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def _bucket_of(values: Sequence[Value], buckets: int) -> int:
+    """Spark's `pmod(hash(values...), buckets)`."""
+    return _spark_hash(values) % buckets
+
+
+# --- SQL text: one string per filter, parsed by Spark in one call however many keys ---------------
+
+
+def _ident(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _sql_literal(value: Value, type_name: str) -> str:
+    if type_name == "int":
+        number = int(value)
+        return "(-9223372036854775807L - 1L)" if number == -(1 << 63) else f"{number}L"
+    if type_name == "float":
+        f = float(value)
+        text = (
+            "NaN" if math.isnan(f) else ("Infinity" if f > 0 else "-Infinity") if math.isinf(f) else repr(f)
+        )
+        return f"CAST('{text}' AS DOUBLE)"
+    if type_name == "bool":
+        return "TRUE" if value else "FALSE"
+    if type_name == "string":
+        assert isinstance(value, str)
+        return f"CAST(X'{value.encode('utf-8').hex()}' AS STRING)"
+    assert isinstance(value, bytes | bytearray)
+    return f"X'{bytes(value).hex()}'"
+
+
+def _keys_sql(columns: Sequence[str], keys: Sequence[tuple[Value, ...]], types: Mapping[str, str]) -> str:
+    if len(columns) == 1:
+        c = columns[0]
+        return f"{_ident(c)} IN ({', '.join(_sql_literal(k[0], types[c]) for k in keys)})"
+    return (
+        "("
+        + " OR ".join(
+            "("
+            + " AND ".join(
+                f"{_ident(c)} = {_sql_literal(v, types[c])}" for c, v in zip(columns, k, strict=True)
+            )
+            + ")"
+            for k in keys
+        )
+        + ")"
+    )
+
+
+# --- helpers -----------------------------------------------------------------------------------
 
 
 def _fsync_tree(path: Path) -> None:
@@ -98,9 +293,9 @@ def _check_schema(name: str, schema: SourceSchema) -> None:
     for attr, type_name in schema:
         if type_name not in _SPARK_TYPES:
             raise ValueError(f"source {name!r}, attribute {attr!r}: unknown type {type_name!r}")
-        if attr in _RESERVED:
-            raise ValueError(f"source {name!r}: attribute name {attr!r} is reserved")
         # Spark resolves column names case-insensitively by default.
+        if attr.lower() in _RESERVED:
+            raise ValueError(f"source {name!r}: attribute name {attr!r} is reserved")
         if attr.lower() in seen:
             raise ValueError(f"source {name!r}: attribute {attr!r} appears twice")
         seen.add(attr.lower())
@@ -126,7 +321,7 @@ def _schema_difference(name: str, stored: SourceSchema, declared: SourceSchema) 
 
 
 def _col(name: str) -> Column:
-    return F.col("`" + name.replace("`", "``") + "`")
+    return F.col(_ident(name))
 
 
 def _to_spark(value: Value, type_name: str) -> Value:
@@ -144,6 +339,7 @@ def _from_spark(value: Any) -> Value:
 
 
 def _struct(schema: SourceSchema) -> StructType:
+    """The operations of a source as a flush writes them (before bucketing)."""
     return StructType(
         [StructField(attr, _SPARK_TYPES[t](), nullable=False) for attr, t in schema]
         + [
@@ -153,21 +349,80 @@ def _struct(schema: SourceSchema) -> StructType:
     )
 
 
+def _read_struct(schema: SourceSchema) -> StructType:
+    return StructType([*_struct(schema).fields, StructField(_BUCKET, IntegerType(), nullable=False)])
+
+
+_NAN = object()
+
+
+def _latest(rows: Sequence[Any], schema: SourceSchema) -> list[Tuple_]:
+    """The tuples whose latest operation among `rows` (attributes..., _epoch, _op) inserts."""
+    width = len(schema)
+    binary = any(t == "bytes" for _, t in schema)
+    floats = [i for i, (_, t) in enumerate(schema) if t == "float"]
+    best: dict[Any, tuple[tuple[int, int], Tuple_]] = {}
+    for row in rows:
+        values: Tuple_ = (
+            tuple(_from_spark(v) for v in row[:width]) if binary else tuple(row[:width])
+        )
+        key: Any = values
+        if floats:  # every NaN is one value to Spark, as each tuple is one tuple to the model
+            key = tuple(_NAN if i in floats and v != v else v for i, v in enumerate(values))
+        stamp = (row[width], row[width + 1])
+        seen = best.get(key)
+        if seen is None or stamp > seen[0]:
+            best[key] = (stamp, values)
+    return [values for (_epoch, op), values in best.values() if op == 1]
+
+
+def _part_doc(part: _Part) -> dict[str, Any]:
+    return {
+        "cluster": list(part.cluster),
+        "buckets": part.buckets,
+        "files": [[b, f] for b, f in part.files],
+        "epochs": list(part.epochs),
+        "rows": part.rows,
+        "compacted": part.compacted,
+    }
+
+
 class SourceStore:
     """The flushed base relations, with a version: the last epoch flushed.
 
     `spark` is called whenever Spark is needed and must return the shared session; opening a
-    store reads only the manifest and does not need Spark. `flush` calls are serialized;
-    `fetch` may run concurrently with them and answers from one manifest snapshot.
-    One store per root at a time: opening deletes the folders its manifest does not list,
-    which would include another open store's flush in progress.
+    store reads only the manifest and does not need Spark. Manifest writers (`flush`, `load`,
+    `ensure_source`, `cluster_by` and a compaction's publication) are serialized; `fetch`
+    runs concurrently with all of them and answers from one pinned snapshot; `compact` runs
+    concurrently with flushes (one compaction at a time). One store per root at a time:
+    opening deletes the folders its manifest does not list, which would include another open
+    store's flush in progress.
+
+    `buckets` is the most buckets a part of a source registered from now on may have;
+    `rows_per_bucket` how many rows a part gets per bucket below that.
     """
 
-    def __init__(self, root: str, spark: Callable[[], SparkSession]) -> None:
+    def __init__(
+        self,
+        root: str,
+        spark: Callable[[], SparkSession],
+        *,
+        buckets: int = DEFAULT_BUCKETS,
+        rows_per_bucket: int = DEFAULT_ROWS_PER_BUCKET,
+    ) -> None:
+        if buckets < 1 or rows_per_bucket < 1:
+            raise ValueError("buckets and rows_per_bucket must be at least 1")
         self._root = Path(root)
         self._spark = spark
-        self._lock = threading.Lock()  # guards _snapshot
+        self._buckets = buckets
+        self._rows_per_bucket = rows_per_bucket
+        self._lock = threading.Lock()  # guards _snapshot, _pins, _retired, _learned
         self._flush_lock = threading.Lock()  # one manifest writer at a time
+        self._compact_lock = threading.Lock()  # one compaction at a time
+        self._pins: dict[Pin, None] = {}
+        self._retired: set[tuple[str, str]] = set()  # (source, part) unlisted, maybe pinned
+        self._learned: dict[str, tuple[str, ...]] = {}  # first keyed fetch's columns
+        self._configured: SparkSession | None = None
         self._root.mkdir(parents=True, exist_ok=True)
         self._snapshot = self._read_manifest()
         self._remove_strays()
@@ -205,8 +460,98 @@ class SourceStore:
                     raise SchemaMismatch(_schema_difference(name, stored.schema, schema))
                 return
             sources = dict(current.sources)
-            sources[name] = _SourceState(schema=schema, parts=())
+            sources[name] = _SourceState(schema=schema, parts=(), buckets=self._buckets)
             self._publish(_Snapshot(version=current.version, sources=sources))
+
+    # --- clustering ---------------------------------------------------------------------------
+
+    def cluster_by(self, source: str, columns: Sequence[str]) -> None:
+        """Cluster `source` by `columns` from now on: parts written later are bucketed and
+        sorted by them, and the next compaction rewrites the older parts so. Durable."""
+        columns = tuple(columns)
+        with self._flush_lock:
+            current = self._current()
+            state = self._state(current, source)
+            names = [a for a, _ in state.schema]
+            if not columns or len(set(columns)) != len(columns):
+                raise ValueError(f"cannot cluster {source!r} by {columns!r}")
+            for c in columns:
+                if c not in names:
+                    raise KeyError(f"source {source!r} has no attribute {c!r}")
+            if state.cluster == columns:
+                return
+            sources = dict(current.sources)
+            sources[source] = replace(state, cluster=columns)
+            self._publish(_Snapshot(version=current.version, sources=sources))
+
+    def clustering(self, source: str) -> tuple[str, ...]:
+        """The columns `source` is clustered by for what is written now."""
+        with self._lock:
+            state = self._state(self._snapshot, source)
+        return self._cluster_for(source, state)
+
+    def _cluster_for(self, source: str, state: _SourceState) -> tuple[str, ...]:
+        if state.cluster is not None:
+            return state.cluster
+        with self._lock:
+            learned = self._learned.get(source)
+        if learned is not None:
+            return learned
+        return (state.schema[0][0],) if state.schema else ()
+
+    def _persisted(self, source: str, state: _SourceState) -> tuple[str, ...] | None:
+        """What the manifest should record as the clustering of `source`: a learnt one sticks."""
+        if state.cluster is not None:
+            return state.cluster
+        with self._lock:
+            return self._learned.get(source)
+
+    def _bucket_count(self, state: _SourceState, rows: int | None) -> int:
+        if rows is None:
+            return state.buckets
+        return max(1, min(state.buckets, -(-rows // self._rows_per_bucket)))
+
+    # --- pins -----------------------------------------------------------------------------------
+
+    def pin(self) -> Pin:
+        """Pin the current snapshot: its files stay until `unpin`. Fetch at it with `at=`."""
+        with self._lock:
+            pin = Pin(self._snapshot)
+            self._pins[pin] = None
+            return pin
+
+    def unpin(self, pin: Pin) -> None:
+        """Release `pin`; the parts only it still listed are deleted."""
+        with self._lock:
+            if pin not in self._pins:
+                raise ValueError("this snapshot is not pinned")
+            del self._pins[pin]
+        self._collect_garbage()
+
+    @contextlib.contextmanager
+    def pinned(self) -> Iterator[Pin]:
+        pin = self.pin()
+        try:
+            yield pin
+        finally:
+            self.unpin(pin)
+
+    def _collect_garbage(self) -> None:
+        with self._lock:
+            if not self._retired:
+                return
+            live = {
+                (name, part.name)
+                for snapshot in (self._snapshot, *(p._snapshot for p in self._pins))
+                for name, state in snapshot.sources.items()
+                for part in state.parts
+            }
+            dead = self._retired - live
+            self._retired -= dead
+        for source, name in sorted(dead):
+            shutil.rmtree(self._root / source / name, ignore_errors=True)
+
+    # --- writing ------------------------------------------------------------------------------
 
     def flush(self, batches: Sequence[LoggedBatch]) -> int:
         """Write the operations of `batches` as one new part per source touched; return the
@@ -240,100 +585,395 @@ class SourceStore:
                             values = tuple(_to_spark(v, ty) for v, ty in zip(t, types, strict=True))
                             out.append((*values, batch.epoch, op))
             first, last = batches[0].epoch, batches[-1].epoch
-            part = f"{_PART_PREFIX}{first:020d}-{last:020d}"
+            name = f"{_PART_PREFIX}{first:020d}-{last:020d}"
             sources = dict(current.sources)
-            for name, source_rows in rows.items():
+            for source, source_rows in rows.items():
                 if not source_rows:
                     continue
-                state = sources[name]
-                self._write_part(name, part, state.schema, source_rows)
-                sources[name] = _SourceState(schema=state.schema, parts=(*state.parts, part))
+                state = sources[source]
+                spark = self._spark()
+                ops = spark.createDataFrame(source_rows, schema=_struct(state.schema)).coalesce(1)
+                part = self._write_part(
+                    source,
+                    name,
+                    state.schema,
+                    ops,
+                    cluster=self._cluster_for(source, state),
+                    buckets=self._bucket_count(state, len(source_rows)),
+                    epochs=(first, last),
+                    rows=len(source_rows),
+                    compacted=False,
+                )
+                if part is not None:
+                    sources[source] = replace(
+                        state, parts=(*state.parts, part), cluster=self._persisted(source, state)
+                    )
             self._publish(_Snapshot(version=last, sources=sources))
             return last
 
-    def fetch(
-        self, source: str, columns: Sequence[str], keys: Collection[tuple[Value, ...]]
-    ) -> tuple[int, list[Tuple_]]:
-        """The tuples of `source` present at the current version whose `columns` are in `keys`.
+    def load(
+        self,
+        source: str,
+        rows: DataFrame,
+        epoch: int,
+        publishing: AbstractContextManager[Any] | None = None,
+    ) -> int:
+        """Bulk import: write `rows` (the source's attributes, by name, typed as stored) as
+        one new part of inserts at `epoch`, then publish it as version `epoch`.
 
-        Returns (version, tuples), tuples in declared attribute order, in no particular order.
-        `columns == ()` with `keys == {()}` is a full scan. Runs one Spark job (none if the
-        answer is empty without reading). Raises KeyError for an unknown source or column and
-        ValueError for a key of the wrong length.
+        `epoch` must exceed `version`: flush the log up to it first. The manifest is
+        replaced inside `publishing` (a context manager, if given), which the caller uses to
+        update its own state at the same moment. If this raises before that, the store is
+        unchanged (the part is left unlisted and removed at the next open). The part is
+        written from the DataFrame by Spark, like a flush part but without collecting rows to
+        the driver: one file per bucket of the clustering columns, each sorted.
         """
+        with self._flush_lock:
+            current = self._current()
+            if epoch <= current.version:
+                raise ValueError(f"epoch {epoch} does not follow epoch {current.version} in the store")
+            state = self._state(current, source)
+            cluster = self._cluster_for(source, state)
+            buckets = state.buckets
+            ops = rows.select(
+                *(_col(a) for a, _ in state.schema),
+                F.lit(epoch).cast(LongType()).alias("_epoch"),
+                F.lit(1).cast(ByteType()).alias("_op"),
+            )
+            ops = ops.repartition(buckets, *(_col(c) for c in cluster)) if cluster else ops.coalesce(1)
+            part = self._write_part(
+                source,
+                f"{_PART_PREFIX}{epoch:020d}-{epoch:020d}",
+                state.schema,
+                ops,
+                cluster=cluster,
+                buckets=buckets,
+                epochs=(epoch, epoch),
+                rows=None,
+                compacted=False,
+            )
+            sources = dict(current.sources)
+            parts = state.parts if part is None else (*state.parts, part)
+            sources[source] = replace(state, parts=parts, cluster=self._persisted(source, state))
+            with publishing if publishing is not None else contextlib.nullcontext():
+                self._publish(_Snapshot(version=epoch, sources=sources))
+            return epoch
+
+    def _write_part(
+        self,
+        source: str,
+        name: str,
+        schema: SourceSchema,
+        ops: DataFrame,
+        *,
+        cluster: tuple[str, ...],
+        buckets: int,
+        epochs: tuple[int, int],
+        rows: int | None,
+        compacted: bool,
+    ) -> _Part | None:
+        """Write `ops` (attributes, _epoch, _op; partitioned so that a bucket is in one Spark
+        partition, for one file per bucket) as part `name`, bucketed by `cluster`, renamed into
+        place durably but not published. None if `ops` is empty."""
+        folder = self._root / source
+        folder.mkdir(exist_ok=True)
+        target = folder / name
+        if target.exists():
+            # Left by a crash before its manifest; never listed, never read.
+            shutil.rmtree(target)
+        tmp = folder / f"{_TMP_PREFIX}{uuid.uuid4().hex}"
+        attrs = [a for a, _ in schema]
+        bucket = (
+            F.pmod(F.hash(*(_col(c) for c in cluster)), F.lit(buckets)) if cluster else F.lit(0)
+        ).cast(IntegerType())
+        order = [_BUCKET_DIR, *cluster, *(a for a in attrs if a not in cluster), "_epoch"]
+        (
+            ops.withColumn(_BUCKET, bucket)
+            .withColumn(_BUCKET_DIR, _col(_BUCKET))
+            .sortWithinPartitions(*(_col(c) for c in order))
+            .write.partitionBy(_BUCKET_DIR)
+            .option("parquet.block.size", str(_ROW_GROUP_BYTES))
+            .parquet(str(tmp))
+        )
+        files = self._flatten(tmp)
+        if not files:
+            shutil.rmtree(tmp)
+            return None
+        _fsync_tree(tmp)
+        os.rename(tmp, target)
+        fsync_path(folder)
+        fsync_path(self._root)
+        return _Part(name, cluster, buckets, files, epochs, rows, compacted)
+
+    @staticmethod
+    def _flatten(tmp: Path) -> tuple[tuple[int, str], ...]:
+        """Move the files Spark wrote under `<_BUCKET_DIR>=<b>/` up as `b<b>-<i>.parquet`; drop
+        the rest (`_SUCCESS`, checksums)."""
+        files: list[tuple[int, str]] = []
+        prefix = _BUCKET_DIR + "="
+        for entry in sorted(tmp.iterdir()):
+            if entry.is_dir() and entry.name.startswith(prefix):
+                b = int(entry.name[len(prefix) :])
+                written = sorted(
+                    f for f in entry.iterdir() if f.suffix == ".parquet" and not f.name.startswith(".")
+                )
+                for i, f in enumerate(written):
+                    name = f"b{b:05d}-{i}.parquet"
+                    os.rename(f, tmp / name)
+                    files.append((b, name))
+                shutil.rmtree(entry)
+            elif entry.is_file():
+                entry.unlink()
+        return tuple(sorted(files))
+
+    # --- compaction -----------------------------------------------------------------------------
+
+    def compaction_candidates(self, min_parts: int) -> list[str]:
+        """The sources with at least `min_parts` parts, or a part clustered otherwise than the
+        source is now."""
         with self._lock:
             snapshot = self._snapshot
+        return [
+            name
+            for name, state in snapshot.sources.items()
+            if len(state.parts) >= min_parts
+            or any(p.cluster != self._cluster_for(name, state) for p in state.parts)
+        ]
+
+    def compact(self, source: str) -> bool:
+        """Rewrite the parts of `source` as one part holding each tuple's latest operation,
+        without the tuples whose latest operation deletes them; return whether it did.
+
+        A Spark job, run concurrently with flushes and fetches: it reads the parts of the
+        current snapshot, and one manifest replacement swaps the new part in for them (parts
+        flushed meanwhile stay after it). The old part folders are deleted once no pinned
+        snapshot lists them. If this raises, the store is unchanged.
+        """
+        with self._compact_lock:
+            with self.pinned() as pin:
+                state = self._state(pin._snapshot, source)
+                old = state.parts
+                cluster = self._cluster_for(source, state)
+                if not old or (len(old) == 1 and old[0].compacted and old[0].cluster == cluster):
+                    return False
+                rows = sum(
+                    p.rows if p.rows is not None else state.buckets * self._rows_per_bucket for p in old
+                )
+                buckets = self._bucket_count(state, rows)
+                spark = self._session()
+                attrs = [_col(a) for a, _ in state.schema]
+                ops = (
+                    spark.read.schema(_read_struct(state.schema))
+                    .options(**_READ_OPTIONS)
+                    .parquet(*(p for part in old for p in self._paths(source, part)))
+                    .select(*attrs, _col("_epoch"), _col("_op"))
+                )
+                # Hash partitioning by the clustering columns is Spark's `pmod(hash(...), n)`:
+                # Spark partition i is bucket i, and it satisfies the grouping by all attributes.
+                ops = ops.repartition(buckets, *(_col(c) for c in cluster)) if cluster else ops.coalesce(1)
+                latest = (
+                    ops.groupBy(*attrs)
+                    .agg(F.max(F.struct(_col("_epoch"), _col("_op"))).alias("_latest"))
+                    .where(F.col("_latest._op") == 1)
+                    .select(
+                        *attrs,
+                        F.col("_latest._epoch").alias("_epoch"),
+                        F.lit(1).cast(ByteType()).alias("_op"),
+                    )
+                )
+                epochs = (old[0].epochs[0], old[-1].epochs[1])
+                name = f"{_PART_PREFIX}{epochs[0]:020d}-{epochs[1]:020d}-c{uuid.uuid4().hex[:8]}"
+                part = self._write_part(
+                    source,
+                    name,
+                    state.schema,
+                    latest,
+                    cluster=cluster,
+                    buckets=buckets,
+                    epochs=epochs,
+                    rows=rows,
+                    compacted=True,
+                )
+            with self._flush_lock:
+                current = self._current()
+                now = self._state(current, source)
+                # Only a compaction removes parts, and compactions run one at a time.
+                assert now.parts[: len(old)] == old, "the parts changed under a compaction"
+                sources = dict(current.sources)
+                kept = now.parts[len(old) :]
+                sources[source] = replace(
+                    now,
+                    parts=kept if part is None else (part, *kept),
+                    cluster=self._persisted(source, now),
+                )
+                self._publish(_Snapshot(version=current.version, sources=sources))
+                with self._lock:
+                    self._retired.update((source, p.name) for p in old)
+        self._collect_garbage()
+        return True
+
+    # --- reading --------------------------------------------------------------------------------
+
+    def fetch(
+        self,
+        source: str,
+        columns: Sequence[str],
+        keys: Collection[tuple[Value, ...]],
+        filters: Mapping[str, Value] | None = None,
+        *,
+        at: Pin | None = None,
+    ) -> tuple[int, list[Tuple_]]:
+        """The tuples of `source` present at the snapshot `at` (default: the current one, pinned
+        for the call) whose `columns` are in `keys` and whose attributes equal `filters`.
+
+        Returns (version, tuples), tuples in declared attribute order, in no particular order.
+        `columns == ()` with `keys == {()}` is a full scan (of what `filters` selects). Runs
+        one Spark job (none if the answer is empty without reading). Raises KeyError for an
+        unknown source or attribute and ValueError for a key of the wrong length.
+        """
+        pin = self.pin() if at is None else at
+        try:
+            snapshot = self._pinned_snapshot(pin)
+            frame = self._frame(snapshot, source, tuple(columns), keys, filters or {})
+            if frame is None:
+                return snapshot.version, []
+            rows = frame.collect()
+            return snapshot.version, _latest(rows, snapshot.sources[source].schema)
+        finally:
+            if at is None:
+                self.unpin(pin)
+
+    def fetch_frame(
+        self,
+        source: str,
+        columns: Sequence[str],
+        keys: Collection[tuple[Value, ...]],
+        filters: Mapping[str, Value] | None = None,
+        *,
+        at: Pin,
+    ) -> DataFrame | None:
+        """The DataFrame `fetch` collects at `at` (operations: attributes, _epoch, _op), or
+        None if it would read nothing; keep `at` pinned while using it. Its `inputFiles()` are
+        the files the fetch reads."""
+        return self._frame(self._pinned_snapshot(at), source, tuple(columns), keys, filters or {})
+
+    def _pinned_snapshot(self, pin: Pin) -> _Snapshot:
+        with self._lock:
+            if pin not in self._pins:
+                raise ValueError("fetch at a snapshot that is not pinned")
+        return pin._snapshot
+
+    def _frame(
+        self,
+        snapshot: _Snapshot,
+        source: str,
+        columns: tuple[str, ...],
+        keys: Collection[tuple[Value, ...]],
+        filters: Mapping[str, Value],
+    ) -> DataFrame | None:
+        state = self._state(snapshot, source)
+        types = dict(state.schema)
+        for c in (*columns, *filters):
+            if c not in types:
+                raise KeyError(f"source {source!r} has no attribute {c!r}")
+        key_list = list(
+            dict.fromkeys(
+                tuple(_to_spark(v, types[c]) for v, c in zip(k, columns, strict=True)) for k in keys
+            )
+        )
+        fixed = {a: _to_spark(v, types[a]) for a, v in filters.items()}
+        if columns and state.cluster is None:
+            with self._lock:
+                self._learned.setdefault(source, columns)
+        if not state.parts or not key_list:
+            return None
+        spark = self._session()
+        many = len(key_list) > (_PUSH_LIMIT if len(columns) == 1 else _OR_LIMIT)
+        position = {c: i for i, c in enumerate(columns)}
+        # Parts bucketed alike, by columns the fetch fixes, are read together, bucket by bucket.
+        # A compacted part is read alone: it holds one insert per present tuple, so its
+        # `_epoch` and `_op` need not be read (any epoch of its own sorts before later parts').
+        layouts: dict[tuple[tuple[tuple[str, ...], int] | None, int | None], list[_Part]] = {}
+        for part in state.parts:
+            covered = bool(part.cluster) and all(c in position or c in fixed for c in part.cluster)
+            layout = (part.cluster, part.buckets) if covered else None
+            layouts.setdefault((layout, part.epochs[1] if part.compacted else None), []).append(part)
+        frames = []
+        for (layout, compacted_through), parts in layouts.items():
+            condition: str | None = None
+            if layout is None:
+                paths = [p for part in parts for p in self._paths(source, part)]
+                if columns and not many:
+                    condition = _keys_sql(columns, key_list, types)
+            else:
+                cluster, buckets = layout
+                by_bucket: dict[int, list[tuple[Value, ...]]] = {}
+                for key in key_list:
+                    values = [key[position[c]] if c in position else fixed[c] for c in cluster]
+                    by_bucket.setdefault(_bucket_of(values, buckets), []).append(key)
+                paths = [p for part in parts for p in self._paths(source, part, by_bucket)]
+                if not many:
+                    condition = " OR ".join(
+                        f"({_ident(_BUCKET)} = {b}"
+                        + (f" AND {_keys_sql(columns, ks, types)})" if columns else ")")
+                        for b, ks in sorted(by_bucket.items())
+                    )
+            if not paths:
+                continue
+            df = spark.read.schema(_read_struct(state.schema)).options(**_READ_OPTIONS).parquet(*paths)
+            for a, v in fixed.items():
+                df = df.where(F.expr(f"{_ident(a)} = {_sql_literal(v, types[a])}"))
+            if condition is not None:
+                df = df.where(F.expr(condition))
+            if compacted_through is None:
+                stamp = [_col("_epoch"), _col("_op")]
+            else:
+                stamp = [
+                    F.lit(compacted_through).cast(LongType()).alias("_epoch"),
+                    F.lit(1).cast(ByteType()).alias("_op"),
+                ]
+            frames.append(df.select(*(_col(a) for a, _ in state.schema), *stamp))
+        if not frames:
+            return None
+        df = functools.reduce(DataFrame.unionAll, frames)
+        if many:
+            names = [f"_k{i}" for i in range(len(columns))]
+            key_df = spark.createDataFrame(
+                key_list,
+                schema=StructType(
+                    [
+                        StructField(k, _SPARK_TYPES[types[c]](), nullable=False)
+                        for k, c in zip(names, columns, strict=True)
+                    ]
+                ),
+            )
+            condition_col = functools.reduce(
+                Column.__and__, (df[c] == key_df[k] for k, c in zip(names, columns, strict=True))
+            )
+            df = df.join(F.broadcast(key_df), on=condition_col, how="left_semi")
+        return df
+
+    def _paths(self, source: str, part: _Part, buckets: Collection[int] | None = None) -> list[str]:
+        folder = self._root / source / part.name
+        return [str(folder / f) for b, f in part.files if buckets is None or b in buckets]
+
+    def _session(self) -> SparkSession:
+        spark = self._spark()
+        if self._configured is not spark:
+            # Session settings the store's reads rely on (see `_PUSH_LIMIT`, `_LISTING_THRESHOLD`).
+            spark.conf.set("spark.sql.parquet.pushdown.inFilterThreshold", str(_PUSH_LIMIT))
+            spark.conf.set("spark.sql.sources.parallelPartitionDiscovery.threshold", str(_LISTING_THRESHOLD))
+            self._configured = spark
+        return spark
+
+    # --- manifest -------------------------------------------------------------------------------
+
+    @staticmethod
+    def _state(snapshot: _Snapshot, source: str) -> _SourceState:
         state = snapshot.sources.get(source)
         if state is None:
             raise KeyError(f"source {source!r} is not registered in the store")
-        types = dict(state.schema)
-        for c in columns:
-            if c not in types:
-                raise KeyError(f"source {source!r} has no attribute {c!r}")
-        key_list = [
-            tuple(_to_spark(v, types[c]) for v, c in zip(k, columns, strict=True)) for k in keys
-        ]
-        if not state.parts or not key_list:
-            return snapshot.version, []
-        spark = self._spark()
-        df = spark.read.schema(_struct(state.schema)).parquet(
-            *(str(self._root / source / p) for p in state.parts)
-        )
-        if columns:
-            df = self._filter(spark, df, state.schema, list(columns), key_list)
-        attrs = [a for a, _ in state.schema]
-        latest = (
-            df.groupBy(*(_col(a) for a in attrs))
-            .agg(F.max(F.struct(_col("_epoch"), _col("_op"))).alias("_latest"))
-            .where(F.col("_latest._op") == 1)
-            .select(*(_col(a) for a in attrs))
-        )
-        result = [tuple(_from_spark(v) for v in row) for row in latest.collect()]
-        return snapshot.version, result
-
-    @staticmethod
-    def _filter(
-        spark: SparkSession,
-        df: DataFrame,
-        schema: SourceSchema,
-        columns: list[str],
-        keys: list[tuple[Value, ...]],
-    ) -> DataFrame:
-        distinct = list(dict.fromkeys(keys))
-        if len(columns) == 1 and len(distinct) <= _ISIN_LIMIT:
-            return df.where(_col(columns[0]).isin([k[0] for k in distinct]))
-        if len(distinct) <= _OR_LIMIT:
-            # A predicate, unlike a join, reaches the Parquet reader and needs no broadcast.
-            return df.where(
-                functools.reduce(
-                    Column.__or__,
-                    (
-                        functools.reduce(
-                            Column.__and__,
-                            (_col(c) == F.lit(v) for c, v in zip(columns, k, strict=True)),
-                        )
-                        for k in distinct
-                    ),
-                )
-            )
-        types = dict(schema)
-        key_names = [f"_k{i}" for i in range(len(columns))]
-        key_df = spark.createDataFrame(
-            distinct,
-            schema=StructType(
-                [
-                    StructField(k, _SPARK_TYPES[types[c]](), nullable=False)
-                    for k, c in zip(key_names, columns, strict=True)
-                ]
-            ),
-        )
-        condition = None
-        for k, c in zip(key_names, columns, strict=True):
-            term = df[c] == key_df[k]
-            condition = term if condition is None else condition & term
-        return df.join(F.broadcast(key_df), on=condition, how="left_semi")
-
-    # --- manifest ---------------------------------------------------------------------------
+        return state
 
     def _current(self) -> _Snapshot:
         with self._lock:
@@ -344,21 +984,55 @@ class SourceStore:
         if not path.exists():
             return _Snapshot(version=0, sources={})
         doc = json.loads(path.read_text(encoding="utf-8"))
-        sources = {
-            name: _SourceState(
+        sources = {}
+        for name, entry in doc["sources"].items():
+            layout = entry.get("layout", {})
+            parts = []
+            for part_name in entry["parts"]:
+                info = layout.get(part_name)
+                if info is None:
+                    parts.append(self._legacy_part(name, part_name))
+                    continue
+                parts.append(
+                    _Part(
+                        name=part_name,
+                        cluster=tuple(info["cluster"]),
+                        buckets=int(info["buckets"]),
+                        files=tuple((int(b), str(f)) for b, f in info["files"]),
+                        epochs=(int(info["epochs"][0]), int(info["epochs"][1])),
+                        rows=None if info["rows"] is None else int(info["rows"]),
+                        compacted=bool(info["compacted"]),
+                    )
+                )
+            cluster = entry.get("cluster")
+            sources[name] = _SourceState(
                 schema=tuple((str(a), str(t)) for a, t in entry["schema"]),
-                parts=tuple(entry["parts"]),
+                parts=tuple(parts),
+                cluster=None if cluster is None else tuple(cluster),
+                buckets=int(entry.get("buckets", self._buckets)),
             )
-            for name, entry in doc["sources"].items()
-        }
         return _Snapshot(version=int(doc["version"]), sources=sources)
+
+    def _legacy_part(self, source: str, name: str) -> _Part:
+        """A part written before parts were bucketed: one folder of Parquet files, no
+        `_bucket` column (read as null), every file read by every fetch."""
+        folder = self._root / source / name
+        files = sorted(f.name for f in folder.glob("*.parquet") if not f.name.startswith("."))
+        epochs = [int(x) for x in name[len(_PART_PREFIX) :].split("-")[:2]]
+        return _Part(name, (), 1, tuple((0, f) for f in files), (epochs[0], epochs[1]), None, False)
 
     def _publish(self, snapshot: _Snapshot) -> None:
         """Replace the manifest atomically and durably, then make `snapshot` the current one."""
         doc = {
             "version": snapshot.version,
             "sources": {
-                name: {"schema": [list(p) for p in state.schema], "parts": list(state.parts)}
+                name: {
+                    "schema": [list(p) for p in state.schema],
+                    "cluster": None if state.cluster is None else list(state.cluster),
+                    "buckets": state.buckets,
+                    "parts": [part.name for part in state.parts],
+                    "layout": {part.name: _part_doc(part) for part in state.parts},
+                }
                 for name, state in snapshot.sources.items()
             },
         }
@@ -372,28 +1046,9 @@ class SourceStore:
         with self._lock:
             self._snapshot = snapshot
 
-    def _write_part(
-        self, source: str, part: str, schema: SourceSchema, rows: list[tuple[Value, ...]]
-    ) -> None:
-        folder = self._root / source
-        folder.mkdir(exist_ok=True)
-        target = folder / part
-        if target.exists():
-            # Left by a flush that crashed before its manifest; never listed, never read.
-            shutil.rmtree(target)
-        tmp = folder / f"{_TMP_PREFIX}{uuid.uuid4().hex}"
-        spark = self._spark()
-        df = spark.createDataFrame(rows, schema=_struct(schema))
-        # One sorted file per part: the store's parts are small, and sorting on the attributes
-        # gives Parquet row-group statistics that let keyed reads skip data.
-        df.coalesce(1).sortWithinPartitions(*(_col(a) for a, _ in schema)).write.parquet(str(tmp))
-        _fsync_tree(tmp)
-        os.rename(tmp, target)
-        fsync_path(folder)
-        fsync_path(self._root)
-
     def _remove_strays(self) -> None:
-        """Delete part and temporary folders the manifest does not list (crashed flushes)."""
+        """Delete part and temporary folders the manifest does not list (crashed flushes and
+        compactions, and parts a compaction replaced)."""
         for entry in self._root.iterdir():
             if entry.name.startswith(_TMP_PREFIX) and entry.is_file():
                 entry.unlink()
@@ -401,7 +1056,7 @@ class SourceStore:
             folder = self._root / name
             if not folder.is_dir():
                 continue
-            listed = set(state.parts)
+            listed = {part.name for part in state.parts}
             for entry in folder.iterdir():
                 stray = entry.name.startswith(_TMP_PREFIX) or (
                     entry.name.startswith(_PART_PREFIX) and entry.name not in listed

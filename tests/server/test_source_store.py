@@ -1,4 +1,5 @@
-"""The Parquet source store against a plain Python last-writer-wins model."""
+"""The Parquet source store against a plain Python last-writer-wins model; its layout
+(buckets, row groups), compaction, pins and recovery."""
 
 from __future__ import annotations
 
@@ -6,13 +7,15 @@ import itertools
 import json
 import random
 import shutil
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
+from pyspark.sql.types import StructType
 
-from pomoview.server.source_store import SchemaMismatch, SourceStore, _struct
+from pomoview.server.source_store import SchemaMismatch, SourceStore, _spark_hash, _struct
 from pomoview.server.types import LoggedBatch, SourceChange, SourceSchema, Tuple_, Value
 
 R: SourceSchema = (("a", "int"), ("b", "string"), ("c", "bytes"), ("d", "float"), ("e", "bool"))
@@ -39,11 +42,22 @@ class Model:
             self.present[name] -= set(change.deletes)
 
     def fetch(
-        self, source: str, schema: SourceSchema, columns: Sequence[str], keys: Collection[Tuple_]
+        self,
+        source: str,
+        schema: SourceSchema,
+        columns: Sequence[str],
+        keys: Collection[Tuple_],
+        filters: Mapping[str, Value] | None = None,
     ) -> list[Tuple_]:
-        index = [[a for a, _ in schema].index(c) for c in columns]
+        names = [a for a, _ in schema]
+        index = [names.index(c) for c in columns]
         wanted = set(keys)
-        return [t for t in self.present[source] if tuple(t[i] for i in index) in wanted]
+        fixed = [(names.index(a), v) for a, v in (filters or {}).items()]
+        return [
+            t
+            for t in self.present[source]
+            if tuple(t[i] for i in index) in wanted and all(t[i] == v for i, v in fixed)
+        ]
 
 
 def random_batches(rng: random.Random, first: int, count: int) -> list[LoggedBatch]:
@@ -60,29 +74,38 @@ def random_batches(rng: random.Random, first: int, count: int) -> list[LoggedBat
     return batches
 
 
-def queries(rng: random.Random) -> list[tuple[str, SourceSchema, tuple[str, ...], set[Tuple_]]]:
+Query = tuple[str, SourceSchema, tuple[str, ...], set[Tuple_], dict[str, Value]]
+
+
+def queries(rng: random.Random) -> list[Query]:
     def keys(columns: tuple[str, ...], domain: list[Tuple_], schema: SourceSchema) -> set[Tuple_]:
         index = [[a for a, _ in schema].index(c) for c in columns]
         projected = sorted({tuple(t[i] for i in index) for t in domain}, key=repr)
         return set(rng.sample(projected, rng.randint(1, max(1, len(projected) // 2))))
 
     return [
-        ("r", R, (), {()}),
-        ("s", S, (), {()}),
-        ("r", R, ("a",), keys(("a",), DOMAIN_R, R) | {(99,)}),
-        ("r", R, ("c",), keys(("c",), DOMAIN_R, R)),
-        ("r", R, ("b", "c"), keys(("b", "c"), DOMAIN_R, R) | {("nope", b"")}),
-        ("r", R, ("d", "e", "a"), keys(("d", "e", "a"), DOMAIN_R, R)),
-        ("s", S, ("k", "v"), keys(("k", "v"), DOMAIN_S, S)),
+        ("r", R, (), {()}, {}),
+        ("s", S, (), {()}, {}),
+        ("r", R, ("a",), keys(("a",), DOMAIN_R, R) | {(99,)}, {}),
+        ("r", R, ("c",), keys(("c",), DOMAIN_R, R), {}),
+        ("r", R, ("b", "c"), keys(("b", "c"), DOMAIN_R, R) | {("nope", b"")}, {}),
+        ("r", R, ("d", "e", "a"), keys(("d", "e", "a"), DOMAIN_R, R), {}),
+        ("s", S, ("k", "v"), keys(("k", "v"), DOMAIN_S, S), {}),
         # beyond the IN-list and OR limits: the broadcast semi-join path
-        ("s", S, ("v",), {(v,) for v in range(-200, 200)}),
+        ("s", S, ("v",), {(v,) for v in range(-200, 200)}, {}),
         (
             "r",
             R,
             ("c", "b", "e"),
             set(itertools.product([b"", b"\x00\xff", b"?"], ["x", "é", "y", "z"], [True, False]))
             | {(bytes([i]), "x", True) for i in range(20)},
+            {},
         ),
+        # constant filters: alone, beside keys, on a key column, on the clustering column
+        ("s", S, (), {()}, {"v": rng.randrange(3)}),
+        ("r", R, ("b",), keys(("b",), DOMAIN_R, R), {"e": rng.random() < 0.5, "d": 1e300}),
+        ("r", R, ("a", "c"), keys(("a", "c"), DOMAIN_R, R), {"a": 1, "b": "é"}),
+        ("s", S, ("k",), {(k,) for k in range(-300, 300)}, {"v": 2}),
     ]
 
 
@@ -91,34 +114,55 @@ def canon(tuples: list[Tuple_]) -> list[tuple[tuple[str, str], ...]]:
 
 
 def test_fetch_matches_the_model(tmp_path: Path, spark: SparkSession) -> None:
+    """Random flushes, compactions at random points and a change of clustering, with fetches
+    of every kind (keys of each type, several columns, constant filters) against the model."""
     rng = random.Random(20240611)
-    store = SourceStore(str(tmp_path), lambda: spark)
+    # Small buckets: parts of a few rows already have several, so fetches prune by bucket.
+    store = SourceStore(str(tmp_path), lambda: spark, buckets=4, rows_per_bucket=3)
     store.ensure_source("r", R)
     store.ensure_source("s", S)
     model = Model()
     epoch = 1
     answered = 0
-    sizes = (4, 1, 6)
+    compacted: list[str] = []
+    sizes = (4, 1, 6, 3)
     for round_, flush_size in enumerate(sizes):
         batches = random_batches(rng, epoch, flush_size)
         epoch += flush_size
         for b in batches:
             model.apply(b)
         assert store.flush(batches) == batches[-1].epoch
+        if round_ == 1:
+            store.cluster_by("s", ("v",))  # the next compaction rebuckets `s`
+        for source in ("r", "s"):
+            # False when its one part is compacted already (no flush touched it since)
+            if round_ > 0 and rng.random() < 0.5 and store.compact(source):
+                compacted.append(source)
         chosen = queries(rng)
         if round_ < len(sizes) - 1:
             chosen = rng.sample(chosen, 3)  # every Spark job costs; all kinds run at the end
-        for source, schema, columns, keys in chosen:
-            version, got = store.fetch(source, columns, keys)
+        for source, schema, columns, keys, filters in chosen:
+            version, got = store.fetch(source, columns, keys, filters)
             assert version == batches[-1].epoch
-            expected = model.fetch(source, schema, columns, keys)
-            assert canon(got) == canon(expected), (source, columns, keys)
+            expected = model.fetch(source, schema, columns, keys, filters)
+            assert canon(got) == canon(expected), (source, columns, keys, filters)
             answered += len(got)
     assert answered > 50, "the random workload should leave tuples to find"
+    assert set(compacted) == {"r", "s"}, compacted  # the seed compacts both
+    assert store.clustering("s") == ("v",)
+    assert len(store.clustering("r")) >= 1
 
     reopened = SourceStore(str(tmp_path), lambda: spark)
     assert reopened.version == store.version == epoch - 1
+    assert reopened.clustering("s") == ("v",)
     assert canon(reopened.fetch("r", (), {()})[1]) == canon(list(model.present["r"]))
+    for source in ("r", "s"):
+        reopened.compact(source)
+        assert not reopened.compact(source)  # one compacted part: nothing to do
+        assert len(json.loads((tmp_path / "manifest.json").read_text())["sources"][source]["parts"]) <= 1
+    for source, schema, columns, keys, filters in queries(rng)[-6:]:
+        got = reopened.fetch(source, columns, keys, filters)[1]
+        assert canon(got) == canon(model.fetch(source, schema, columns, keys, filters))
 
 
 def test_store_basics_without_spark(tmp_path: Path) -> None:
@@ -218,3 +262,222 @@ def test_fetch_answers_from_one_snapshot_while_flushing(
     assert racing.fetch("s", (), {()}) == (1, [(1, 1)])
     assert flushed_inside == [2]
     assert racing.fetch("s", (), {()}) == (2, [(2, 2)])
+
+
+# --- layout: buckets and row groups -------------------------------------------------------------
+
+
+def test_bucket_hash_is_sparks(spark: SparkSession) -> None:
+    """A fetch finds its keys' buckets in Python: the hash must be Spark's `hash`, on every type."""
+    rng = random.Random(5)
+    rows = []
+    for _ in range(300):
+        text = "".join(rng.choice(["a", "é", "€", "𝄞", "z", "\x00"]) for _ in range(rng.randint(0, 9)))
+        data = bytes(rng.randrange(256) for _ in range(rng.randint(0, 9)))
+        number = rng.choice([0, -1, 1, 2**63 - 1, -(2**63), rng.randint(-(2**63), 2**63 - 1)])
+        real = rng.choice([0.0, -0.0, 1.5, -1e300, float("inf"), float("nan"), rng.random()])
+        rows.append((number, real, text, data, rng.random() < 0.5))
+    schema: SourceSchema = (("n", "int"), ("f", "float"), ("s", "string"), ("b", "bytes"), ("t", "bool"))
+    df = spark.createDataFrame(rows, schema=StructType(_struct(schema).fields[:5]))
+    got = df.selectExpr(
+        "hash(n)", "hash(f)", "hash(s)", "hash(b)", "hash(t)", "hash(n, s, b, f, t)"
+    ).collect()
+    for values, hashes in zip(rows, got, strict=True):
+        n, f, s, b, t = values
+        expected = [_spark_hash([v]) for v in values] + [_spark_hash([n, s, b, f, t])]
+        assert list(hashes) == expected, values
+
+
+def scanned_rows(df: Any) -> int:
+    """Rows the Parquet scans of an executed DataFrame produced: what row groups were not skipped."""
+    plan = df._jdf.queryExecution().executedPlan()
+    if plan.nodeName() == "AdaptiveSparkPlan":
+        plan = plan.executedPlan()
+    leaves = plan.collectLeaves()
+    total = 0
+    for i in range(leaves.size()):
+        metrics = leaves.apply(i).metrics()
+        if metrics.contains("numOutputRows"):
+            total += metrics.apply("numOutputRows").value()
+    return int(total)
+
+
+def parquet_files(root: Path, source: str) -> list[str]:
+    return sorted(str(p) for p in (root / source).glob("part-*/*.parquet"))
+
+
+def test_a_keyed_fetch_reads_its_bucket_and_row_groups_only(tmp_path: Path, spark: SparkSession) -> None:
+    from pyspark.sql import functions as F
+
+    store = SourceStore(str(tmp_path), lambda: spark, buckets=4)
+    store.ensure_source("s", S)
+    n, keys = 400_000, 40_000
+    store.load("s", spark.range(n).select((F.col("id") % keys).alias("k"), F.col("id").alias("v")), 1)
+    files = parquet_files(tmp_path, "s")
+    assert len(files) == 4
+    with store.pinned() as pin:
+        everything = store.fetch_frame("s", (), {()}, at=pin)
+        assert everything is not None and len(everything.inputFiles()) == 4
+        one = store.fetch_frame("s", ("k",), {(123,)}, at=pin)
+        assert one is not None
+        assert len(one.inputFiles()) == 1  # its bucket's file
+        assert sorted((r["k"], r["v"]) for r in one.collect()) == [(123, 123 + keys * i) for i in range(10)]
+        # sorted by k in small row groups: the scan skips the row groups without the key
+        assert scanned_rows(one) < n / 4 / 3
+        # a constant filter on the clustering column finds the bucket too
+        filtered = store.fetch_frame("s", (), {()}, {"k": 77}, at=pin)
+        assert filtered is not None and len(filtered.inputFiles()) == 1
+        assert len(filtered.collect()) == 10
+        # a fetch by another column cannot prune by bucket, but answers
+        by_v = store.fetch_frame("s", ("v",), {(5,), (6,)}, at=pin)
+        assert by_v is not None and len(by_v.inputFiles()) == 4
+    assert sorted(store.fetch("s", ("k",), {(1,), (2,)})[1]) == sorted(
+        (k, k + keys * i) for k in (1, 2) for i in range(10)
+    )
+    # many keys: the semi-join path reads the buckets of the keys only
+    wanted = {(k,) for k in range(0, keys, 97)}
+    assert len(store.fetch("s", ("k",), wanted)[1]) == 10 * len(wanted)
+
+
+def test_clustering_is_learnt_from_the_first_keyed_fetch(tmp_path: Path, spark: SparkSession) -> None:
+    store = SourceStore(str(tmp_path), lambda: spark, buckets=4, rows_per_bucket=1)
+    store.ensure_source("s", S)
+    store.flush([LoggedBatch(1, {"s": SourceChange(tuple((k, k % 5) for k in range(40)), ())})])
+    assert store.clustering("s") == ("k",)  # the first attribute until a fetch says otherwise
+    assert store.compaction_candidates(2) == []
+    assert sorted(store.fetch("s", ("v",), {(1,)})[1]) == [(k, 1) for k in range(1, 40, 5)]
+    assert store.clustering("s") == ("v",)
+    assert store.compaction_candidates(2) == ["s"]  # its part is bucketed by k
+    store.flush([LoggedBatch(2, {"s": SourceChange(((100, 1),), ((1, 1),))})])
+    manifest = json.loads((tmp_path / "manifest.json").read_text())["sources"]["s"]
+    assert manifest["cluster"] == ["v"]
+    assert [manifest["layout"][p]["cluster"] for p in manifest["parts"]] == [["k"], ["v"]]
+    assert store.compact("s")
+    assert store.compaction_candidates(2) == []
+    with store.pinned() as pin:
+        one = store.fetch_frame("s", ("v",), {(1,)}, at=pin)
+        assert one is not None and len(one.inputFiles()) == 1
+    assert sorted(store.fetch("s", ("v",), {(1,)})[1]) == [(k, 1) for k in range(6, 40, 5)] + [(100, 1)]
+    assert sorted(store.fetch("s", ("k",), {(6,), (1,)})[1]) == [(6, 1)]
+
+
+# --- compaction and pins -------------------------------------------------------------------------
+
+
+def stored_rows(spark: SparkSession, root: Path, source: str) -> list[tuple[Any, ...]]:
+    files = parquet_files(root, source)
+    return [tuple(r) for r in spark.read.parquet(*files).select("k", "v", "_epoch", "_op").collect()]
+
+
+def test_compaction_keeps_latest_operations_and_drops_deleted_tuples(
+    tmp_path: Path, spark: SparkSession
+) -> None:
+    store = SourceStore(str(tmp_path), lambda: spark, buckets=2, rows_per_bucket=2)
+    store.ensure_source("s", S)
+    store.flush([LoggedBatch(1, {"s": SourceChange(((1, 1), (2, 2), (3, 3), (4, 4)), ())})])
+    store.flush(
+        [
+            LoggedBatch(2, {"s": SourceChange(((1, 1),), ((2, 2), (3, 3)))}),  # (1, 1) again
+            LoggedBatch(3, {"s": SourceChange(((3, 3),), ((4, 4),))}),  # (3, 3) comes back
+        ]
+    )
+    store.flush([LoggedBatch(4, {"s": SourceChange(((5, 5),), ((9, 9),))})])  # (9, 9) never was
+    assert len(stored_rows(spark, tmp_path, "s")) == 4 + 5 + 2
+    old = sorted((tmp_path / "s").glob("part-*"))
+    assert len(old) == 3
+    present = [(1, 1), (3, 3), (5, 5)]
+    assert sorted(store.fetch("s", (), {()})[1]) == present
+
+    assert store.compact("s")
+    rows = stored_rows(spark, tmp_path, "s")
+    # one row per present tuple, its latest insert; no delete, nothing superseded
+    assert sorted(rows) == [(1, 1, 2, 1), (3, 3, 3, 1), (5, 5, 4, 1)]
+    assert not any(p.exists() for p in old)
+    assert store.version == 4
+    assert sorted(store.fetch("s", (), {()})[1]) == present
+    assert sorted(store.fetch("s", ("k",), {(2,), (3,), (4,), (9,)})[1]) == [(3, 3)]
+    # writes after the compaction land after it, and a delete of a compacted tuple holds
+    store.flush([LoggedBatch(5, {"s": SourceChange(((2, 2),), ((3, 3),))})])
+    assert sorted(store.fetch("s", (), {()})[1]) == [(1, 1), (2, 2), (5, 5)]
+    reopened = SourceStore(str(tmp_path), lambda: spark)
+    assert reopened.version == 5
+    assert sorted(reopened.fetch("s", ("k",), {(1,), (2,), (3,)})[1]) == [(1, 1), (2, 2)]
+
+    store.flush([LoggedBatch(6, {"s": SourceChange((), ((1, 1), (2, 2), (5, 5)))})])
+    assert store.compact("s")  # everything deleted: no part at all
+    assert parquet_files(tmp_path, "s") == []
+    assert store.fetch("s", (), {()}) == (6, [])
+
+
+def test_a_pinned_snapshot_survives_compaction(tmp_path: Path, spark: SparkSession) -> None:
+    store = SourceStore(str(tmp_path), lambda: spark)
+    store.ensure_source("s", S)
+    store.flush([LoggedBatch(1, {"s": SourceChange(((1, 1), (2, 2)), ())})])
+    store.flush([LoggedBatch(2, {"s": SourceChange(((3, 3),), ())})])
+    pin = store.pin()
+    old = sorted((tmp_path / "s").glob("part-*"))
+    store.flush([LoggedBatch(3, {"s": SourceChange((), ((1, 1),))})])
+    assert store.compact("s")
+    listed = json.loads((tmp_path / "manifest.json").read_text())["sources"]["s"]["parts"]
+    assert len(listed) == 1 and not {p.name for p in old} & set(listed)
+    assert all(p.exists() for p in old), "the pinned snapshot reads them"
+    assert pin.version == 2
+    assert sorted(store.fetch("s", (), {()}, at=pin)[1]) == [(1, 1), (2, 2), (3, 3)]
+    assert store.fetch("s", ("k",), {(1,)}, at=pin) == (2, [(1, 1)])
+    assert store.fetch("s", ("k",), {(1,)}) == (3, [])
+    store.unpin(pin)
+    assert not any(p.exists() for p in old)
+    with pytest.raises(ValueError):
+        store.fetch("s", (), {()}, at=pin)
+    with pytest.raises(ValueError):
+        store.unpin(pin)
+
+    # A crash between a compaction's manifest and the deletion of what it replaced: the
+    # replaced parts are unlisted, and the next open deletes them.
+    store.flush([LoggedBatch(4, {"s": SourceChange(((4, 4),), ())})])
+    with store.pinned():
+        before = sorted((tmp_path / "s").glob("part-*"))
+        assert store.compact("s")
+        assert all(p.exists() for p in before)
+        reopened = SourceStore(str(tmp_path), lambda: spark)
+        assert not any(p.exists() for p in before)
+        assert sorted(reopened.fetch("s", (), {()})[1]) == [(2, 2), (3, 3), (4, 4)]
+
+
+def test_a_store_written_before_buckets_still_reads(tmp_path: Path, spark: SparkSession) -> None:
+    """Parts listed by name only (one unbucketed folder of files) are read whole."""
+    part = f"part-{1:020d}-{2:020d}"
+    rows: list[tuple[Value, ...]] = [(1, 1, 1, 1), (2, 2, 1, 1), (1, 1, 2, -1), (3, 3, 2, 1)]
+    spark.createDataFrame(rows, schema=_struct(S)).coalesce(1).write.parquet(str(tmp_path / "s" / part))
+    manifest = {"version": 2, "sources": {"s": {"schema": [["k", "int"], ["v", "int"]], "parts": [part]}}}
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    store = SourceStore(str(tmp_path), lambda: spark)
+    assert sorted(store.fetch("s", ("k",), {(1,), (3,)})[1]) == [(3, 3)]
+    store.flush([LoggedBatch(3, {"s": SourceChange(((1, 1),), ((2, 2),))})])
+    assert sorted(store.fetch("s", (), {()})[1]) == [(1, 1), (3, 3)]
+    assert store.compact("s")
+    assert sorted(SourceStore(str(tmp_path), lambda: spark).fetch("s", (), {()})[1]) == [(1, 1), (3, 3)]
+
+
+def test_a_flush_during_a_compaction_is_kept(tmp_path: Path, spark: SparkSession) -> None:
+    """A compaction replaces the parts it read; a part flushed meanwhile stays, after it."""
+    during: list[Callable[[], object]] = []
+
+    def spark_that_flushes_first() -> SparkSession:
+        # compact asks for Spark once it has read its snapshot
+        while during:
+            during.pop()()
+        return spark
+
+    store = SourceStore(str(tmp_path), spark_that_flushes_first)
+    store.ensure_source("s", S)
+    store.flush([LoggedBatch(1, {"s": SourceChange(((1, 1), (2, 2)), ())})])
+    store.flush([LoggedBatch(2, {"s": SourceChange(((3, 3),), ((2, 2),))})])
+    during.append(lambda: store.flush([LoggedBatch(3, {"s": SourceChange(((2, 2),), ((1, 1),))})]))
+    assert store.compact("s")
+    assert not during
+    parts = json.loads((tmp_path / "manifest.json").read_text())["sources"]["s"]["parts"]
+    assert len(parts) == 2 and parts[1] == f"part-{3:020d}-{3:020d}" and "-c" in parts[0]
+    version, tuples = store.fetch("s", (), {()})
+    assert (version, sorted(tuples)) == (3, [(2, 2), (3, 3)])
+    assert sorted(SourceStore(str(tmp_path), lambda: spark).fetch("s", ("k",), {(1,), (2,)})[1]) == [(2, 2)]
