@@ -7,7 +7,8 @@ applies the batch to every reader's circuit, one epoch at a time, in order.
 Lookups answer from a reader's state when every key is present; otherwise
 they upquery, on the dataflow lock, through `fetch`: a keyed Spark job over the
 Parquet store at its version v, plus the logged operations in (v, applied].
-The flusher moves applied batches into Parquet and then trims the log.
+The flusher moves applied batches into Parquet, trims the log behind what is
+durable there and what no running upquery still needs, and compacts the store.
 
 Locks, always taken in this order: `_write_lock` (epoch counter, log submission)
 then `_dataflow` (circuits, applied epoch, the log tail). The log's own lock is
@@ -16,13 +17,14 @@ taken under `_write_lock` and itself takes `_queue_ready` (in `_on_durable`).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
 import threading
 import time
-from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,6 +35,7 @@ from pomoview.dataflow.zset import ZSet
 from pomoview.planner.compile import CompiledProgram, compile_program
 from pomoview.planner.errors import ProgramError
 
+from . import bulk_load
 from .errors import (
     DeadlineExceeded,
     FailedPrecondition,
@@ -45,7 +48,7 @@ from .errors import (
 )
 from .fsync import fsync_path
 from .overlay import LogTail
-from .source_store import SchemaMismatch, SourceStore
+from .source_store import Pin, SchemaMismatch, SourceStore
 from .spark_session import SparkSessionLost, spark_error_reason
 from .types import LoggedBatch, SourceChange, SourceSchema, Tuple_, Value
 from .wal import WalUnusable, WriteAheadLog
@@ -145,6 +148,10 @@ class Scheduler:
         self._queue_ready = threading.Condition(threading.Lock())
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._flushing = threading.Lock()  # one flush at a time
+        # The store versions running lookups have pinned, with how many pins each: the log tail
+        # keeps every batch after them (see `_truncate_log`). Guarded by `_dataflow`.
+        self._upquery_versions: Counter[int] = Counter()
         self._recover()
 
     # -- start-up -----------------------------------------------------------------
@@ -329,6 +336,12 @@ class Scheduler:
         while it advances a snapshot to the applied epoch with the logged writes after it.
         A request no answer covers raises FetchPending: the lookup then runs that Spark
         job without the lock, and tries again.
+
+        An answer at version v is advanced with the tail's batches after v. The lookup pinned
+        v before its job ran, and the flusher never trims the tail past a pinned version, so
+        the tail still holds them. Only a bulk load moves the tail's base past a pinned
+        version: its rows never pass through the log, so the answers from before it are
+        stale (`version < base`) and are fetched again.
         """
 
         def fetch(source: str, cols: tuple[str, ...], keys: list[Key]) -> Iterable[Row]:
@@ -352,12 +365,13 @@ class Scheduler:
 
         return fetch
 
-    def _run_spark_fetch(self, pending: FetchPending) -> Prefetched:
-        """One keyed Spark job over the Parquet store, run without any scheduler lock."""
+    def _run_spark_fetch(self, pending: FetchPending, pin: Pin) -> Prefetched:
+        """One keyed Spark job over the Parquet store at the pinned snapshot `pin`, run without
+        any scheduler lock."""
         with self._counter_lock:
             self.counters.spark_jobs += 1
         try:
-            version, tuples = self.store.fetch(pending.source, pending.columns, pending.keys)  # type: ignore[arg-type]
+            version, tuples = self.store.fetch(pending.source, pending.columns, pending.keys, at=pin)  # type: ignore[arg-type]
         except Exception as err:
             # Nothing is filled: the circuit saw only FetchPending, so the states that asked
             # stay missing and the next lookup runs the job again.
@@ -410,29 +424,48 @@ class Scheduler:
         if min_epoch is not None:
             self._wait_applied(min_epoch, None if timeout is None else time.monotonic() + timeout)
         answers: list[Prefetched] = []
+        pins: list[Pin] = []
         missed = False
-        # Each round either answers or names one Spark job it needs; the circuit has
-        # finitely many source indexes, so a lookup needs few rounds.
-        for _ in range(MAX_UPQUERY_ROUNDS):
-            with self._dataflow:
-                if self.program is not program:
-                    raise Unavailable("the program was replaced during the lookup; retry")
-                try:
-                    rows = self._lookup_locked(program, view, key_attrs, key_tuples, answers)
-                except FetchPending as pending:
-                    needed = pending
-                    missed = True
-                else:
-                    epoch = self.applied_epoch
-                    break
-            answers.append(self._run_spark_fetch(needed))
-        else:
-            raise Unavailable(f"the upquery for {view!r} did not settle in {MAX_UPQUERY_ROUNDS} rounds")
+        try:
+            # Each round either answers or names one Spark job it needs; the circuit has
+            # finitely many source indexes, so a lookup needs few rounds.
+            for _ in range(MAX_UPQUERY_ROUNDS):
+                with self._dataflow:
+                    if self.program is not program:
+                        raise Unavailable("the program was replaced during the lookup; retry")
+                    try:
+                        rows = self._lookup_locked(program, view, key_attrs, key_tuples, answers)
+                    except FetchPending as pending:
+                        needed = pending
+                        missed = True
+                        # Pinned on the dataflow lock, which the flusher trims the tail under:
+                        # the tail keeps the writes after this snapshot until the lookup ends.
+                        pin = self.store.pin()
+                        pins.append(pin)
+                        self._upquery_versions[pin.version] += 1
+                    else:
+                        epoch = self.applied_epoch
+                        break
+                answers.append(self._run_spark_fetch(needed, pin))
+            else:
+                raise Unavailable(f"the upquery for {view!r} did not settle in {MAX_UPQUERY_ROUNDS} rounds")
+        finally:
+            if pins:
+                self._unpin(pins)
         if missed:
             with self._counter_lock:
                 self.counters.upqueries += 1
         attrs = relation.attributes
         return [[dict(zip(attrs, row, strict=True)) for row in group] for group in rows], epoch  # type: ignore[misc]
+
+    def _unpin(self, pins: list[Pin]) -> None:
+        with self._dataflow:
+            for pin in pins:
+                self._upquery_versions[pin.version] -= 1
+                if not self._upquery_versions[pin.version]:
+                    del self._upquery_versions[pin.version]
+        for pin in pins:
+            self.store.unpin(pin)
 
     def _wait_applied(self, min_epoch: int, deadline: float | None) -> None:
         with self._dataflow:
@@ -475,26 +508,63 @@ class Scheduler:
 
     # -- flush --------------------------------------------------------------------
 
+    # The flusher compacts a source once it has this many parts (or parts clustered otherwise
+    # than the source is now), at most once every `compact_interval` seconds.
+    compact_min_parts = 8
+    compact_interval = 0.0
+
     def _flush_loop(self) -> None:
+        last_compaction = time.monotonic()
         while not self._stopping.wait(self.flush_interval):
             try:
                 self.flush()
+                if time.monotonic() - last_compaction >= self.compact_interval:
+                    last_compaction = time.monotonic()
+                    self.compact()
             except Exception:
-                log.exception("flush failed; it will be retried")
+                log.exception("flush or compaction failed; it will be retried")
 
     def flush(self) -> int:
-        """Moves the applied log tail into Parquet, then trims the log behind it."""
+        """Moves the applied batches the store lacks into Parquet, then trims the log;
+        returns the store's version."""
+        with self._flushing:
+            with self._dataflow:
+                stored = self.store.version
+                # The tail may still hold flushed batches that a running lookup needs.
+                batches = [b for b in self.tail.flushable(self.applied_epoch) if b.epoch > stored]
+            if batches:
+                with self._write_lock:
+                    self.wal.rotate()
+                self.store.flush(batches)
+            return self._truncate_log()
+
+    def _truncate_log(self) -> int:
+        """Trims the log behind what is durable in Parquet and what no running upquery needs.
+
+        The overlay reads the in-memory tail (`_fetch_from`): a running lookup needs every
+        batch after the version of each snapshot it pinned (`_upquery_versions`), until it
+        ends. The log on disk is read only at restart, from the store's version on; it is
+        trimmed to the same bound, its segments whole.
+        """
         with self._dataflow:
-            batches = self.tail.flushable(self.applied_epoch)
-        if not batches:
-            return self.store.version
-        with self._write_lock:
-            self.wal.rotate()
-        version = self.store.flush(batches)
-        with self._dataflow:
-            self.tail.trim_through(version)
-        self.wal.truncate_through(version)
-        return version
+            durable = self.store.version
+            bound = min(durable, min(self._upquery_versions, default=durable))
+            assert all(bound <= v for v in self._upquery_versions), "the tail must outlive the pins"
+            self.tail.trim_through(bound)
+        self.wal.truncate_through(bound)
+        return durable
+
+    def compact(self) -> list[str]:
+        """Compacts the store's sources that have `compact_min_parts` parts or more (Spark
+        jobs, while writes and lookups go on); returns the sources compacted. Compaction
+        keeps the content and version of the store: the log is not involved."""
+        done = []
+        for source in self.store.compaction_candidates(self.compact_min_parts):
+            if self._stopping.is_set():
+                break
+            if self.store.compact(source):
+                done.append(source)
+        return done
 
     # -- introspection ------------------------------------------------------------
 
@@ -514,3 +584,89 @@ class Scheduler:
                 dropped_deltas=dropped,
                 readers=readers,
             )
+
+    # -- bulk load ----------------------------------------------------------------
+
+    def load(
+        self,
+        source: str,
+        path: str,
+        fmt: str = "",
+        options: Mapping[str, str] | None = None,
+        progress: bulk_load.ProgressFn | None = None,
+        cancelled: threading.Event | None = None,
+    ) -> tuple[int, int]:
+        """Imports a CSV, Parquet or JSON-lines file into `source` as one epoch; returns
+        (rows in the file, epoch). Duplicates and rows already present are fine (sets).
+
+        The file is read and checked by Spark jobs outside every lock (`bulk_load`); a row
+        that does not fit is refused with its `FILE:ROW` and reason, and nothing changes.
+        Then, under the flusher's lock and the write lock, so that no flush or write
+        interleaves: an empty marker record for the load's epoch E goes through the log (it
+        settles every write submitted before, and keeps E from being reused whatever
+        happens next, restart included); once the dataflow has applied every earlier batch,
+        the log tail is flushed into the store, and the store writes the rows as one part of
+        inserts at E and publishes it as version E, atomically (a crash before that leaves
+        nothing). The marker never reaches the dataflow: a failure after it leaves E an
+        empty epoch. Writes wait while this runs; lookups go on, at the epoch before E.
+
+        The dataflow is brought up to date by dropping every circuit: operator state is a
+        cache of the base relations, and the next lookup rebuilds and upqueries the store,
+        which now holds the load. Feeding millions of rows through the circuits would
+        cost more than refilling the keys that are read again. This is done, together with
+        the applied and durable epochs moving to E, under the dataflow lock held across the
+        store's publish, so no lookup ever answers with E's rows at an earlier epoch, or
+        at E without them.
+        """
+        program = self._require_program()
+        relation = program.relations.get(source)
+        if relation is None or relation.kind != "source":
+            known = ", ".join(sorted(program.checked.sources)) or "none"
+            raise NotFound(f"no source named {source!r} (sources: {known})")
+        schema = program.source_schema(source)
+        try:
+            spark = self._spark()
+        except Exception as err:
+            raise Unavailable(f"the load cannot start: Spark is unavailable ({err})") from err
+        with bulk_load.LoadJob(spark, progress, cancelled) as job:  # type: ignore[arg-type]
+            prepared = job.prepare(path, fmt, dict(options or {}), source, schema)
+            if prepared.count == 0:
+                return 0, self.durable_epoch
+            # The flusher's lock first (it takes the write lock inside): no flush runs meanwhile.
+            with self._flushing, self._write_lock:
+                now = self.program
+                if now is None or source not in now.checked.sources or now.source_schema(source) != schema:
+                    raise FailedPrecondition(
+                        f"the program changed during the load of {source!r}; nothing was loaded"
+                    )
+                epoch = max(self._last_assigned, self.durable_epoch) + 1
+                try:
+                    marker = self.wal.submit(LoggedBatch(epoch, {}))
+                    self._last_assigned = epoch
+                    marker.wait()
+                except OSError as err:
+                    raise Unavailable(f"the write-ahead log could not be written: {err}") from None
+                with self._dataflow:
+                    while self.applied_epoch < self.durable_epoch:
+                        if self._stopping.is_set():
+                            raise Unavailable("the server is stopping; nothing was loaded")
+                        self._dataflow.wait(timeout=0.5)
+                    pending = self.tail.flushable(self.applied_epoch)
+                self.wal.rotate()
+                with job.failures(path):
+                    # The store's epochs stay contiguous: the log's batches go in below the load.
+                    self.store.flush([b for b in pending if b.epoch > self.store.version])
+
+                    @contextlib.contextmanager
+                    def publishing() -> Iterator[None]:
+                        with self._dataflow:
+                            yield  # the store publishes version `epoch` here
+                            self.tail.trim_through(epoch)
+                            self.circuits.clear()
+                            self.durable_epoch = self.applied_epoch = epoch
+                            self._dataflow.notify_all()
+
+                    with job.phase("writing", job.write_from, 1.0):
+                        self.store.load(source, prepared.rows, epoch, publishing())
+                self.wal.truncate_through(epoch)
+        return prepared.count, epoch
