@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
@@ -117,3 +118,28 @@ class AsyncClient:
     async def stats(self) -> dict[str, object]:
         """Returns the server's counters and readers (see `StatsResponse`)."""
         return messages.stats_result(await self._call(self._stub.Stats, pb.StatsRequest()))
+
+    async def load(
+        self,
+        source: str,
+        path: str | os.PathLike[str],
+        format: str | None = None,
+        options: Mapping[str, str] | None = None,
+        progress: messages.ProgressCallback | None = None,
+        timeout: float | None = None,
+    ) -> tuple[int, int]:
+        """Bulk-imports a file into `source` as one epoch; returns (rows, epoch). As
+        `Client.load`; `progress` is a plain function, called on the event loop."""
+        request = messages.load_request(source, path, format, options)
+        call = self._stub.Load(request, timeout=timeout)
+        try:
+            async for msg in call:
+                if msg.HasField("done"):
+                    return msg.done.rows, msg.done.epoch
+                if progress is not None:
+                    progress(messages.load_progress(msg.progress))
+        except grpc.RpcError as err:
+            raise from_rpc_error(err) from err
+        finally:
+            call.cancel()  # a no-op once done; else (an interrupt) it stops the server's jobs
+        raise messages.unfinished_load()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
@@ -116,3 +117,38 @@ class Client:
     def stats(self) -> dict[str, object]:
         """Returns the server's counters and readers (see `StatsResponse`)."""
         return messages.stats_result(self._call(self._stub.Stats, pb.StatsRequest()))
+
+    def load(
+        self,
+        source: str,
+        path: str | os.PathLike[str],
+        format: str | None = None,
+        options: Mapping[str, str] | None = None,
+        progress: messages.ProgressCallback | None = None,
+        timeout: float | None = None,
+    ) -> tuple[int, int]:
+        """Bulk-imports a CSV, Parquet or JSON-lines file into `source` as one epoch; returns
+        (rows, epoch).
+
+        The server's Spark reads `path`: a local path is made absolute here, so it must name
+        the same file on the server (the default server runs on this machine); a URI is
+        passed as is. `format` is "csv", "parquet" or "jsonl" (default: from the extension);
+        `options` are CSV options (header, delimiter, quote, escape). `progress` is called
+        with each report {phase, tasks_done, tasks_total, fraction, rows}. A row that does
+        not fit the source raises InvalidArgument naming `FILE:ROW` and the reason, and
+        nothing is loaded. Unlike other calls, a load has no deadline unless `timeout` is
+        given: a big file takes as long as it takes.
+        """
+        request = messages.load_request(source, path, format, options)
+        call = self._stub.Load(request, timeout=timeout)
+        try:
+            for msg in call:
+                if msg.HasField("done"):
+                    return msg.done.rows, msg.done.epoch
+                if progress is not None:
+                    progress(messages.load_progress(msg.progress))
+        except grpc.RpcError as err:
+            raise from_rpc_error(err) from err
+        finally:
+            call.cancel()  # a no-op once done; else (an interrupt) it stops the server's jobs
+        raise messages.unfinished_load()

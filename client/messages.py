@@ -5,7 +5,9 @@ Keeping them here means the sync and asyncio clients differ only in how they cal
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from urllib.parse import urlsplit
 
 import grpc
 
@@ -15,6 +17,8 @@ from .errors import PomoviewError
 from .values import dict_to_row, row_to_dict
 
 Changes = Mapping[str, tuple[Iterable[Mapping[str, object]], Iterable[Mapping[str, object]]]]
+# Called with each progress report of a load: {phase, tasks_done, tasks_total, fraction, rows}.
+ProgressCallback = Callable[[dict[str, object]], None]
 
 
 def relation_to_dict(rel: pb.Relation) -> dict[str, object]:
@@ -96,3 +100,44 @@ def stats_result(resp: pb.StatsResponse) -> dict[str, object]:
             for r in resp.readers
         ],
     }
+
+
+def load_path(path: str | os.PathLike[str]) -> str:
+    """A file to load as the server should see it: a URI as is, a local path made absolute
+    (against this process's working folder; the server resolves nothing itself)."""
+    text = os.fspath(path)
+    parts = urlsplit(text)
+    if parts.scheme and len(parts.scheme) > 1:  # a URI (a one-letter scheme is a drive)
+        return text
+    return os.path.abspath(text)
+
+
+def load_request(
+    source: str,
+    path: str | os.PathLike[str],
+    format: str | None,
+    options: Mapping[str, str] | None,
+) -> pb.LoadRequest:
+    """Returns the request loading `path` into `source`."""
+    return pb.LoadRequest(
+        source=source,
+        path=load_path(path),
+        format=format or "",
+        options={str(k): str(v) for k, v in (options or {}).items()},
+    )
+
+
+def load_progress(msg: pb.LoadProgress.Progress) -> dict[str, object]:
+    """Returns a progress report as {phase, tasks_done, tasks_total, fraction, rows}."""
+    return {
+        "phase": msg.phase,
+        "tasks_done": msg.tasks_done,
+        "tasks_total": msg.tasks_total,
+        "fraction": msg.fraction,
+        "rows": msg.rows,
+    }
+
+
+def unfinished_load() -> PomoviewError:
+    """The error for a load stream that ended without its result."""
+    return PomoviewError("the load ended without a result", grpc.StatusCode.INTERNAL)

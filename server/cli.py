@@ -1,4 +1,4 @@
-"""The `pomoview` command line: `serve`, `install`, `write`, `lookup`, `stats`.
+"""The `pomoview` command line: `serve`, `install`, `write`, `lookup`, `load`, `stats`.
 
 Only the standard library and `pomoview.client` are imported at module level: a
 client-only install has no pyspark or lark, and `serve` imports the server lazily.
@@ -14,6 +14,7 @@ import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import TextIO
 
 from pomoview.client import Cid, Client, PomoviewError, Unavailable
 from pomoview.client.values import dict_to_row
@@ -256,6 +257,63 @@ def cmd_lookup(args: argparse.Namespace) -> int:
     return 0
 
 
+class ProgressBar:
+    """A one-line text bar on a stream, redrawn in place with a carriage return."""
+
+    WIDTH = 30
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.shown = ""
+
+    def update(self, report: Mapping[str, object]) -> None:
+        fraction = min(max(float(report["fraction"]), 0.0), 1.0)  # type: ignore[arg-type]
+        filled = int(fraction * self.WIDTH)
+        line = f"[{'#' * filled}{'.' * (self.WIDTH - filled)}] {fraction * 100:3.0f}% {report['phase']}"
+        rows = report.get("rows")
+        if isinstance(rows, int) and rows:
+            line += f", {rows:,} rows"
+        if line != self.shown:
+            # Pad over the rest of a longer previous line.
+            self.stream.write("\r" + line.ljust(len(self.shown)))
+            self.stream.flush()
+            self.shown = line
+
+    def close(self) -> None:
+        if self.shown:
+            self.stream.write("\n")
+            self.stream.flush()
+            self.shown = ""
+
+
+def parse_options(pairs: Sequence[str]) -> dict[str, str]:
+    """Parses repeated `--option KEY=VALUE`."""
+    options: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--option: expected KEY=VALUE, got {pair!r}")
+        options[key] = value
+    return options
+
+
+def cmd_load(args: argparse.Namespace) -> int:
+    """Bulk-imports a file into a source with a progress bar on stderr; prints the count."""
+    options = parse_options(args.option)
+    if args.no_header:
+        options["header"] = "false"
+    bar = ProgressBar(sys.stderr)
+    try:
+        with Client(args.address) as db:
+            rows, epoch = db.load(
+                args.source, args.file, format=args.format, options=options, progress=bar.update
+            )
+    finally:
+        bar.close()
+    print(f"loaded {rows} rows into {args.source} at epoch {epoch}")
+    return 0
+
+
 def cmd_stats(args: argparse.Namespace) -> int:
     """Prints the server's stats as JSON."""
     with Client(args.address) as db:
@@ -350,6 +408,36 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("key", nargs="+", metavar="KEY", help="a JSON object, or name=value pairs")
     p.add_argument("--min-epoch", type=_non_negative_int, default=None, metavar="N")
     p.set_defaults(handler=cmd_lookup)
+
+    p = sub.add_parser(
+        "load",
+        parents=[client_opts],
+        help="bulk-import a CSV, Parquet or JSON-lines file into a source",
+        description="Bulk-import a file into a source as one epoch, with a progress bar. The "
+        "server's Spark reads the file: a relative FILE is made absolute here, so FILE must "
+        "be at that path on the server's machine (the default server runs on this one); a "
+        "URI (e.g. file:///data/votes.csv) is passed as is. A row that does not fit the "
+        "source stops the import, naming FILE:ROW and the reason, and nothing is loaded.",
+    )
+    p.add_argument("source", metavar="SOURCE")
+    p.add_argument("file", metavar="FILE", help="a file, or a folder of files of one format")
+    p.add_argument(
+        "--format",
+        choices=["csv", "parquet", "jsonl"],
+        default=None,
+        help="the file's format (default: from its extension: .csv, .parquet, .jsonl)",
+    )
+    p.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a CSV option: header=true|false, delimiter=C, quote=C, escape=C",
+    )
+    p.add_argument(
+        "--no-header", action="store_true", help="CSV without a header line: columns in declared order"
+    )
+    p.set_defaults(handler=cmd_load)
 
     p = sub.add_parser("stats", parents=[client_opts], help="print server stats")
     p.set_defaults(handler=cmd_stats)

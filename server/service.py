@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+import queue
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TypeVar
 
 import grpc
@@ -12,6 +14,7 @@ from pomoview.planner.compile import CompiledProgram
 from pomoview.proto.pomoview.v1 import view_service_pb2 as pb
 from pomoview.proto.pomoview.v1 import view_service_pb2_grpc as pb_grpc
 
+from .bulk_load import Progress
 from .errors import ServiceError
 from .scheduler import Scheduler, TypedRow
 from .types import Value
@@ -157,3 +160,54 @@ class ViewService(pb_grpc.ViewServiceServicer):
                 for r in stats.readers
             ],
         )
+
+    def Load(
+        self, request: pb.LoadRequest, context: grpc.ServicerContext
+    ) -> Iterator[pb.LoadProgress]:
+        """Streams the load's progress, then its row count and epoch. The load runs on its own
+        thread; if the call ends early (the client cancelled or went away) its Spark jobs
+        are cancelled, and a load that had not committed yet changes nothing."""
+        # Progress reports, then (rows, epoch) or the error that ended the load.
+        events: queue.Queue[Progress | tuple[int, int] | BaseException] = queue.Queue()
+        cancelled = threading.Event()
+        context.add_callback(cancelled.set)
+
+        def run() -> None:
+            try:
+                events.put(
+                    self.scheduler.load(
+                        request.source,
+                        request.path,
+                        request.format,
+                        dict(request.options),
+                        progress=events.put,
+                        cancelled=cancelled,
+                    )
+                )
+            except BaseException as err:  # handed to the RPC thread, which reports it
+                events.put(err)
+
+        threading.Thread(target=run, name="load", daemon=True).start()
+        while True:
+            item = events.get()
+            if isinstance(item, Progress):
+                yield pb.LoadProgress(
+                    progress=pb.LoadProgress.Progress(
+                        phase=item.phase,
+                        tasks_done=item.tasks_done,
+                        tasks_total=item.tasks_total,
+                        fraction=item.fraction,
+                        rows=item.rows,
+                    )
+                )
+            elif isinstance(item, tuple):
+                rows, epoch = item
+                yield pb.LoadProgress(done=pb.LoadProgress.Done(rows=rows, epoch=epoch))
+                return
+            else:
+
+                def fail(err: BaseException = item) -> None:
+                    raise err
+
+                self._call(context, fail)
+                return

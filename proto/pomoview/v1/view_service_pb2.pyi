@@ -162,3 +162,50 @@ class StatsResponse(_message.Message):
     dropped_deltas: int
     readers: _containers.RepeatedCompositeFieldContainer[ReaderStats]
     def __init__(self, applied_epoch: _Optional[int] = ..., durable_epoch: _Optional[int] = ..., flushed_epoch: _Optional[int] = ..., upqueries: _Optional[int] = ..., spark_jobs: _Optional[int] = ..., dropped_deltas: _Optional[int] = ..., readers: _Optional[_Iterable[_Union[ReaderStats, _Mapping]]] = ...) -> None: ...
+
+class LoadRequest(_message.Message):
+    __slots__ = ("source", "path", "format", "options")
+    class OptionsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    FORMAT_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    source: str
+    path: str
+    format: str
+    options: _containers.ScalarMap[str, str]
+    def __init__(self, source: _Optional[str] = ..., path: _Optional[str] = ..., format: _Optional[str] = ..., options: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class LoadProgress(_message.Message):
+    __slots__ = ("progress", "done")
+    class Progress(_message.Message):
+        __slots__ = ("phase", "tasks_done", "tasks_total", "fraction", "rows")
+        PHASE_FIELD_NUMBER: _ClassVar[int]
+        TASKS_DONE_FIELD_NUMBER: _ClassVar[int]
+        TASKS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+        FRACTION_FIELD_NUMBER: _ClassVar[int]
+        ROWS_FIELD_NUMBER: _ClassVar[int]
+        phase: str
+        tasks_done: int
+        tasks_total: int
+        fraction: float
+        rows: int
+        def __init__(self, phase: _Optional[str] = ..., tasks_done: _Optional[int] = ..., tasks_total: _Optional[int] = ..., fraction: _Optional[float] = ..., rows: _Optional[int] = ...) -> None: ...
+    class Done(_message.Message):
+        __slots__ = ("rows", "epoch")
+        ROWS_FIELD_NUMBER: _ClassVar[int]
+        EPOCH_FIELD_NUMBER: _ClassVar[int]
+        rows: int
+        epoch: int
+        def __init__(self, rows: _Optional[int] = ..., epoch: _Optional[int] = ...) -> None: ...
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    DONE_FIELD_NUMBER: _ClassVar[int]
+    progress: LoadProgress.Progress
+    done: LoadProgress.Done
+    def __init__(self, progress: _Optional[_Union[LoadProgress.Progress, _Mapping]] = ..., done: _Optional[_Union[LoadProgress.Done, _Mapping]] = ...) -> None: ...

@@ -59,6 +59,11 @@ class ViewServiceStub:
                 request_serializer=pomoview_dot_v1_dot_view__service__pb2.StatsRequest.SerializeToString,
                 response_deserializer=pomoview_dot_v1_dot_view__service__pb2.StatsResponse.FromString,
                 _registered_method=True)
+        self.Load = channel.unary_stream(
+                '/pomoview.v1.ViewService/Load',
+                request_serializer=pomoview_dot_v1_dot_view__service__pb2.LoadRequest.SerializeToString,
+                response_deserializer=pomoview_dot_v1_dot_view__service__pb2.LoadProgress.FromString,
+                _registered_method=True)
 
 
 class ViewServiceServicer:
@@ -94,6 +99,12 @@ class ViewServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Load(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ViewServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -121,6 +132,11 @@ def add_ViewServiceServicer_to_server(servicer, server):
                     servicer.Stats,
                     request_deserializer=pomoview_dot_v1_dot_view__service__pb2.StatsRequest.FromString,
                     response_serializer=pomoview_dot_v1_dot_view__service__pb2.StatsResponse.SerializeToString,
+            ),
+            'Load': grpc.unary_stream_rpc_method_handler(
+                    servicer.Load,
+                    request_deserializer=pomoview_dot_v1_dot_view__service__pb2.LoadRequest.FromString,
+                    response_serializer=pomoview_dot_v1_dot_view__service__pb2.LoadProgress.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -258,6 +274,33 @@ class ViewService:
             '/pomoview.v1.ViewService/Stats',
             pomoview_dot_v1_dot_view__service__pb2.StatsRequest.SerializeToString,
             pomoview_dot_v1_dot_view__service__pb2.StatsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Load(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/pomoview.v1.ViewService/Load',
+            pomoview_dot_v1_dot_view__service__pb2.LoadRequest.SerializeToString,
+            pomoview_dot_v1_dot_view__service__pb2.LoadProgress.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,433 @@
+"""Bulk load: reading and checking files (`bulk_load.LoadJob.prepare`) on the shared Spark
+session, and `Scheduler.load` committing them as one epoch, over real files."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pomoview.server.bulk_load import LoadJob, Progress, resolve_format
+from pomoview.server.errors import FailedPrecondition, InvalidArgument, NotFound, ServiceError
+from pomoview.server.scheduler import Scheduler
+
+VOTE = (("article_id", "int"), ("user_id", "int"))
+MIXED = (("i", "int"), ("f", "float"), ("s", "string"), ("b", "bool"))
+VOTES_PROGRAM = (Path(__file__).resolve().parents[2] / "examples" / "votes.pomo").read_text()
+
+
+def prepare(spark: Any, path: Path | str, schema: Any = VOTE, fmt: str = "", **options: str) -> list[tuple]:
+    """The rows a load of `path` would write, sorted; raises what the load raises."""
+    with LoadJob(spark) as job:
+        prepared = job.prepare(str(path), fmt, options, "src", schema)
+        rows = sorted(tuple(r) for r in prepared.rows.collect())
+        assert prepared.count == job.rows
+        return rows
+
+
+def refused(spark: Any, path: Path | str, schema: Any = VOTE, fmt: str = "", **options: str) -> str:
+    with pytest.raises(ServiceError) as err:
+        prepare(spark, path, schema, fmt, **options)
+    assert isinstance(err.value, InvalidArgument), err.value.message
+    return err.value.message
+
+
+@pytest.fixture
+def small_splits(spark: Any) -> Iterator[None]:
+    """Makes Spark cut every file into many small blocks, spread over several partitions."""
+    conf = spark.conf
+    saved = {k: conf.get(k) for k in ("spark.sql.files.maxPartitionBytes", "spark.sql.files.openCostInBytes")}
+    conf.set("spark.sql.files.maxPartitionBytes", "512")
+    conf.set("spark.sql.files.openCostInBytes", "0")
+    yield
+    for k, v in saved.items():
+        conf.set(k, v)
+
+
+# -- CSV -----------------------------------------------------------------------------------
+
+
+def test_csv_rows_are_typed_and_duplicates_kept(spark: Any, tmp_path: Path) -> None:
+    path = tmp_path / "v.csv"
+    # Columns in any order; a blank line is skipped.
+    path.write_text("user_id,article_id\n7,1\n\n8,1\n7,1\n-3,+2\n")
+    assert prepare(spark, path) == [(1, 7), (1, 7), (1, 8), (2, -3)]
+
+
+def test_csv_values_of_every_type(spark: Any, tmp_path: Path) -> None:
+    path = tmp_path / "m.csv"
+    path.write_text('i,f,s,b\n1,1.5,"a,b",true\n-2,3,,FALSE\n3,1e3,"",True\n4,-inf,"x ""y""",false\n')
+    rows = prepare(spark, path, MIXED)
+    assert rows == [
+        (-2, 3.0, "", False),
+        (1, 1.5, "a,b", True),
+        (3, 1000.0, "", True),
+        (4, float("-inf"), 'x "y"', False),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        ("abc,1", "attribute 'article_id': 'abc' is not an int"),
+        ("1.5,1", "attribute 'article_id': '1.5' is not an int"),
+        (" 1,1", "attribute 'article_id': ' 1' is not an int"),
+        (",1", "attribute 'article_id': '' is not an int"),
+        (
+            "99999999999999999999,1",
+            "attribute 'article_id': '99999999999999999999' is outside the 64-bit int range",
+        ),
+        ("1", "has 1 fields, expected 2"),
+        ("1,2,3", "has 3 fields, expected 2"),
+    ],
+)
+def test_csv_first_bad_row_named_with_its_line(spark: Any, tmp_path: Path, line: str, reason: str) -> None:
+    path = tmp_path / "v.csv"
+    good = [f"{i},{i}" for i in range(60)]
+    # The header is line 1 and the blank line counts: the bad row is line 37; a later bad
+    # row is not the one reported.
+    lines = ["article_id,user_id", *good[:30], "", *good[30:34], line, *good[34:], "x,y"]
+    path.write_text("\n".join(lines) + "\n")
+    assert lines[36] == line
+    assert refused(spark, path) == f"{path}:37: {reason}"
+
+
+def test_csv_float_and_bool_reasons(spark: Any, tmp_path: Path) -> None:
+    path = tmp_path / "m.csv"
+    path.write_text("i,f,s,b\n1,1.5d,s,true\n")
+    assert refused(spark, path, MIXED) == f"{path}:2: attribute 'f': '1.5d' is not a float"
+    path.write_text("i,f,s,b\n1,1.5,s,yes\n")
+    assert refused(spark, path, MIXED) == f"{path}:2: attribute 'b': 'yes' is not a bool"
+
+
+def test_row_numbers_hold_across_many_blocks_and_partitions(
+    spark: Any, tmp_path: Path, small_splits: None
+) -> None:
+    path = tmp_path / "v.csv"
+    lines = ["article_id,user_id"] + [f"{i % 7},{i}" for i in range(3000)]
+    lines[2345] = "7,oops"  # line 2346
+    lines[100] = ""
+    path.write_text("\n".join(lines) + "\n")
+    assert os.path.getsize(path) > 30 * 512  # dozens of blocks
+    assert spark.read.text(str(path)).rdd.getNumPartitions() > 1
+    assert refused(spark, path) == f"{path}:2346: attribute 'user_id': 'oops' is not an int"
+    lines[2345] = f"{2344 % 7},2344"
+    path.write_text("\n".join(lines) + "\n")
+    rows = prepare(spark, path)
+    assert len(rows) == 2999
+    assert rows == sorted((i % 7, i) for i in range(3000) if i != 99)
+
+
+def test_csv_header_must_name_the_attributes(spark: Any, tmp_path: Path) -> None:
+    path = tmp_path / "v.csv"
+    path.write_text("article_id,voter\n1,2\n")
+    message = refused(spark, path)
+    assert message.startswith(f"{path}:1: missing column 'user_id'; unknown column 'voter'")
+    path.write_text("article_id,user_id,user_id\n1,2,3\n")
+    assert refused(spark, path) == f"{path}:1: column 'user_id' appears twice in the header"
+
+
+def test_csv_without_header_and_other_delimiter(spark: Any, tmp_path: Path) -> None:
+    path = tmp_path / "v.txt"
+    path.write_text("1;2\n3;4\n")
+    assert prepare(spark, path, fmt="csv", header="false", delimiter=";") == [(1, 2), (3, 4)]
+    # Without a header the first line is data: line 1 is the bad one.
+    path.write_text("x;2\n3;4\n")
+    assert refused(spark, path, fmt="csv", header="false", sep=";") == (
+        f"{path}:1: attribute 'article_id': 'x' is not an int"
+    )
+
+
+def test_csv_refuses_bytes_and_unknown_options(spark: Any, tmp_path: Path) -> None:
+    path = tmp_path / "v.csv"
+    path.write_text("k,v\n1,2\n")
+    assert "CSV cannot hold" in refused(spark, path, (("k", "int"), ("v", "bytes")))
+    assert "unknown CSV option 'inferSchema'" in refused(spark, path, inferSchema="true")
+
+
+# -- JSON lines ----------------------------------------------------------------------------
+
+
+def test_jsonl_values_keep_their_json_types(spark: Any, tmp_path: Path) -> None:
+    path = tmp_path / "m.jsonl"
+    rows = [
+        {"i": 1, "f": 2, "s": "x", "b": True},
+        {"b": False, "s": "", "f": 0.25, "i": -9223372036854775808},
+    ]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n\n")
+    assert prepare(spark, path, MIXED) == [
+        (-9223372036854775808, 0.25, "", False),
+        (1, 2.0, "x", True),
+    ]
+
+
+def test_jsonl_bytes_are_tagged_base64(spark: Any, tmp_path: Path) -> None:
+    path = tmp_path / "b.jsonl"
+    path.write_text('{"k": 1, "v": {"$bytes": "aGk="}}\n')
+    assert prepare(spark, path, (("k", "int"), ("v", "bytes"))) == [(1, b"hi")]
+    path.write_text('{"k": 1, "v": "aGk="}\n')
+    assert refused(spark, path, (("k", "int"), ("v", "bytes"))) == (
+        f'{path}:1: attribute \'v\': "aGk=" is not bytes ({{"$bytes": "<base64>"}})'
+    )
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        ('{"article_id": "1", "user_id": 2}', 'attribute \'article_id\': "1" is not an int'),
+        ('{"article_id": 1.0, "user_id": 2}', "attribute 'article_id': 1.0 is not an int"),
+        ('{"article_id": null, "user_id": 2}', "attribute 'article_id': null is not an int"),
+        ('{"article_id": 1}', "missing attribute 'user_id'"),
+        (
+            '{"article_id": 1, "user_id": 2, "x": 3}',
+            "unknown attribute 'x' (source 'src' has article_id, user_id)",
+        ),
+        ("[1, 2]", "not a JSON object"),
+        ('{"article_id": 1, "user_id": 2', "not valid JSON (or a key appears twice)"),
+    ],
+)
+def test_jsonl_first_bad_line(spark: Any, tmp_path: Path, line: str, reason: str) -> None:
+    path = tmp_path / "v.jsonl"
+    lines = [json.dumps({"article_id": i, "user_id": i}) for i in range(50)]
+    lines[36] = line
+    path.write_text("\n".join(lines) + "\n")
+    assert refused(spark, path) == f"{path}:37: {reason}"
+
+
+# -- Parquet -------------------------------------------------------------------------------
+
+
+def test_parquet_widens_integers_and_numbers_rows_per_file(spark: Any, tmp_path: Path) -> None:
+    folder = tmp_path / "v.parquet"
+    df = spark.createDataFrame([(i % 3, i) for i in range(40)], "article_id int, user_id bigint")
+    df.coalesce(1).write.parquet(str(folder))
+    assert prepare(spark, folder) == sorted((i % 3, i) for i in range(40))
+    # A null: named by the file that holds it and its row in that file.
+    nulls = tmp_path / "n.parquet"
+    rows = [(i, i) for i in range(40)]
+    rows[36] = (None, 36)  # type: ignore[call-overload]
+    spark.createDataFrame(rows, "article_id bigint, user_id bigint").coalesce(1).write.parquet(str(nulls))
+    (file,) = [p for p in nulls.iterdir() if p.name.endswith(".parquet")]
+    assert refused(spark, nulls) == f"{file}:37: attribute 'article_id' is null"
+
+
+def test_parquet_columns_must_match(spark: Any, tmp_path: Path) -> None:
+    folder = tmp_path / "v.parquet"
+    spark.createDataFrame([("1", 2)], "article_id string, user_id bigint").write.parquet(str(folder))
+    assert refused(spark, folder) == (
+        f"{folder}: column 'article_id' holds string, but the attribute is int"
+    )
+    other = tmp_path / "w.parquet"
+    spark.createDataFrame([(1, 2)], "article_id bigint, voter bigint").write.parquet(str(other))
+    assert "missing column 'user_id'; unknown column 'voter'" in refused(spark, other)
+
+
+# -- paths, formats, changes -------------------------------------------------------------
+
+
+def test_paths_and_formats(spark: Any, tmp_path: Path) -> None:
+    assert resolve_format("/x/a.CSV", "") == "csv"
+    assert resolve_format("/x/a.jsonl.gz", "") == "jsonl"
+    assert resolve_format("file:///x/a.parquet", "") == "parquet"
+    with pytest.raises(InvalidArgument, match="cannot tell the format"):
+        resolve_format("/x/a.dat", "")
+    with pytest.raises(InvalidArgument, match="unknown format 'xml'"):
+        resolve_format("/x/a.csv", "xml")
+    assert "no such file" in refused(spark, tmp_path / "missing.csv")
+    assert "must be absolute" in refused(spark, "relative.csv")
+    not_parquet = tmp_path / "v.parquet"
+    not_parquet.write_text("article_id,user_id\n1,2\n")
+    assert refused(spark, not_parquet).startswith(f"{not_parquet}: cannot be read: ")
+
+
+def test_a_file_changed_after_validation_is_refused_when_written(spark: Any, tmp_path: Path) -> None:
+    path = tmp_path / "v.csv"
+    path.write_text("article_id,user_id\n1,2\n3,4\n")
+    with LoadJob(spark) as job:
+        prepared = job.prepare(str(path), "", {}, "src", VOTE)
+        time.sleep(0.01)
+        path.write_text("article_id,user_id\n1,2\n3,x\n5,6\n")
+        with pytest.raises(FailedPrecondition, match="changed while it was being loaded"):
+            with job.failures(str(path)):
+                prepared.rows.collect()
+
+
+def test_progress_covers_every_phase(spark: Any, tmp_path: Path) -> None:
+    path = tmp_path / "v.csv"
+    path.write_text("article_id,user_id\n" + "".join(f"{i},{i}\n" for i in range(500)))
+    reports: list[Progress] = []
+    with LoadJob(spark, reports.append, interval=0.01) as job:
+        prepared = job.prepare(str(path), "", {}, "src", VOTE)
+        with job.phase("writing", job.write_from, 1.0):
+            prepared.rows.collect()
+    phases = list(dict.fromkeys(r.phase for r in reports))
+    assert phases[-3:] == ["counting", "validating", "writing"]
+    fractions = [r.fraction for r in reports]
+    assert fractions == sorted(fractions) and fractions[-1] == 1.0
+    assert reports[-1].rows == 500
+    assert any(r.tasks_total > 0 for r in reports)
+
+
+# -- Scheduler.load ------------------------------------------------------------------------
+
+
+def row(**values: Any) -> dict[str, tuple[str, Any]]:
+    kinds = {int: "int", str: "string"}
+    return {k: (kinds[type(v)], v) for k, v in values.items()}
+
+
+def votes_of(s: Scheduler, article: int) -> list[dict[str, Any]]:
+    """The view's rows for one article, reflecting every committed epoch."""
+    return s.lookup("articleWithVotes", [row(id=article)], min_epoch=s.stats().durable_epoch)[0][0]
+
+
+@pytest.fixture
+def scheduler(tmp_path: Path, spark: Any) -> Iterator[Scheduler]:
+    s = Scheduler(tmp_path / "data", lambda: spark, flush_interval=3600)
+    s.start()
+    s.install(VOTES_PROGRAM)
+    yield s
+    s.stop()
+
+
+def test_load_commits_one_epoch_after_the_logged_writes(
+    scheduler: Scheduler, tmp_path: Path, spark: Any
+) -> None:
+    s = scheduler
+    s.write([("article", [row(id=1, title="a"), row(id=2, title="b")], [])])
+    e2 = s.write([("vote", [row(article_id=1, user_id=1), row(article_id=2, user_id=9)], [])])
+    assert votes_of(s, 1) == [{"id": 1, "title": "a", "votes": 1}]  # a reader with state
+    path = tmp_path / "v.csv"
+    path.write_text("article_id,user_id\n" + "".join(f"1,{u}\n" for u in range(1, 11)) + "1,5\n")
+    assert s.load("vote", str(path)) == (11, e2 + 1)
+    stats = s.stats()
+    assert stats.durable_epoch == stats.applied_epoch == stats.flushed_epoch == e2 + 1
+    # The earlier writes were flushed below the load, nothing was lost or counted twice.
+    assert votes_of(s, 1) == [{"id": 1, "title": "a", "votes": 10}]
+    assert votes_of(s, 2) == [{"id": 2, "title": "b", "votes": 1}]
+    # Writes after the load follow it, and a delete of a loaded tuple wins (a later epoch).
+    e4 = s.write([("vote", [], [row(article_id=1, user_id=3)])])
+    assert e4 == e2 + 2
+    assert votes_of(s, 1) == [{"id": 1, "title": "a", "votes": 9}]
+    s.flush()
+    s.stop()
+    again = Scheduler(tmp_path / "data", lambda: spark, flush_interval=3600)
+    again.start()
+    try:
+        assert again.stats().durable_epoch == e4
+        assert votes_of(again, 1) == [{"id": 1, "title": "a", "votes": 9}]
+        assert again.write([("vote", [row(article_id=2, user_id=1)], [])]) == e4 + 1
+    finally:
+        again.stop()
+
+
+def test_restart_right_after_a_load_keeps_it_and_its_epoch(tmp_path: Path, spark: Any) -> None:
+    s = Scheduler(tmp_path / "data", lambda: spark, flush_interval=3600)
+    s.start()
+    s.install(VOTES_PROGRAM)
+    s.write([("article", [row(id=1, title="a")], [])])
+    path = tmp_path / "v.jsonl"
+    path.write_text("".join(json.dumps({"article_id": 1, "user_id": u}) + "\n" for u in range(5)))
+    assert s.load("vote", str(path)) == (5, 2)
+    # No stop and no flush: the process could die right here.
+    again = Scheduler(tmp_path / "data", lambda: spark, flush_interval=3600)
+    again.start()
+    try:
+        assert again.stats().durable_epoch == 2
+        assert votes_of(again, 1) == [{"id": 1, "title": "a", "votes": 5}]
+        assert again.write([("vote", [row(article_id=1, user_id=99)], [])]) == 3
+    finally:
+        again.stop()
+        s.wal.close()
+
+
+def test_refused_load_changes_nothing(scheduler: Scheduler, tmp_path: Path) -> None:
+    s = scheduler
+    s.write([("article", [row(id=1, title="a")], [])])
+    epoch = s.write([("vote", [row(article_id=1, user_id=1)], [])])
+    path = tmp_path / "v.csv"
+    path.write_text("article_id,user_id\n1,2\n1,x\n")
+    with pytest.raises(InvalidArgument, match=r"v\.csv:3: attribute 'user_id': 'x' is not an int"):
+        s.load("vote", str(path))
+    with pytest.raises(NotFound, match="no source named 'nosuch'"):
+        s.load("nosuch", str(path))
+    with pytest.raises(NotFound):
+        s.load("articleWithVotes", str(path))
+    stats = s.stats()
+    assert stats.durable_epoch == stats.applied_epoch == epoch
+    assert stats.flushed_epoch == 0
+    assert votes_of(s, 1) == [{"id": 1, "title": "a", "votes": 1}]
+    assert s.write([("vote", [row(article_id=1, user_id=2)], [])]) == epoch + 1
+
+
+def test_a_file_without_rows_commits_no_epoch(scheduler: Scheduler, tmp_path: Path) -> None:
+    epoch = scheduler.write([("article", [row(id=1, title="a")], [])])
+    path = tmp_path / "v.csv"
+    path.write_text("article_id,user_id\n\n")
+    assert scheduler.load("vote", str(path)) == (0, epoch)
+    assert scheduler.stats().durable_epoch == epoch
+
+
+def test_failed_store_write_publishes_nothing(
+    scheduler: Scheduler, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = scheduler
+    s.write([("article", [row(id=1, title="a")], [])])
+    path = tmp_path / "v.csv"
+    path.write_text("article_id,user_id\n1,2\n")
+
+    def broken(*args: Any, **kwargs: Any) -> int:
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(s.store, "load", broken)
+    with pytest.raises(ServiceError, match="disk on fire") as err:
+        s.load("vote", str(path))
+    assert err.value.code == "UNAVAILABLE"
+    monkeypatch.undo()
+    assert votes_of(s, 1) == [{"id": 1, "title": "a", "votes": 0}]
+    # The marker's epoch stays used; the next load and write go on after it.
+    assert s.load("vote", str(path)) == (1, 3)
+    assert votes_of(s, 1) == [{"id": 1, "title": "a", "votes": 1}]
+
+
+def test_writes_wait_for_a_load_in_progress(scheduler: Scheduler, tmp_path: Path) -> None:
+    s = scheduler
+    s.write([("article", [row(id=1, title="a")], [])])
+    path = tmp_path / "v.csv"
+    path.write_text("article_id,user_id\n" + "".join(f"1,{u}\n" for u in range(100)))
+    in_write_phase = threading.Event()
+    release = threading.Event()
+    real_load = s.store.load
+
+    def slow_load(*args: Any, **kwargs: Any) -> int:
+        in_write_phase.set()
+        release.wait(30)
+        return real_load(*args, **kwargs)
+
+    s.store.load = slow_load  # type: ignore[method-assign]
+    result: list[Any] = []
+    loader = threading.Thread(target=lambda: result.append(s.load("vote", str(path))))
+    loader.start()
+    assert in_write_phase.wait(120)
+    epochs: list[int] = []
+    writer = threading.Thread(
+        target=lambda: epochs.append(s.write([("vote", [row(article_id=1, user_id=500)], [])]))
+    )
+    writer.start()
+    time.sleep(0.5)
+    assert not epochs  # the write waits for the load's epoch to be committed
+    # Lookups go on meanwhile, at the epoch before the load.
+    assert votes_of(s, 1) == [{"id": 1, "title": "a", "votes": 0}]
+    release.set()
+    loader.join(60)
+    writer.join(60)
+    assert result == [(100, 2)] and epochs == [3]
+    assert s.lookup("articleWithVotes", [row(id=1)], min_epoch=3)[0][0] == [
+        {"id": 1, "title": "a", "votes": 101}
+    ]
