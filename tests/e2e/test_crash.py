@@ -911,34 +911,32 @@ def test_sigkill_during_flushes(flushing: FlushingServer) -> None:
         crash_rounds(run, ["part-renamed"], restart_kills=0.0)
 
 
-@pytest.mark.slow
-def test_sigkill_during_flushes_sweep(tmp_path: Path) -> None:
+def _sweep(tmp_path: Path, what: str, phases: tuple[str, ...], **rounds: int) -> None:
+    """A slow sweep: kills at random phases of `phases` (seeded by POMOVIEW_CRASH_SEED)."""
     seed = _seed(None)
     run = CrashRun(tmp_path / "data", seed, flush_interval=0.1)
-    phases = _phases(seed, Watch.FLUSH_PHASES)
-    _say(f"crash during flushes: seed {seed}, phases {phases}, data {run.data}")
+    chosen = _phases(seed, phases)
+    _say(f"crash during {what}: seed {seed}, phases {chosen}, data {run.data}")
     try:
         run.start(program=True)
         run.setup_markers()
         spark_ready(run)
-        crash_rounds(run, phases, restart_kills=0.2)
+        crash_rounds(run, chosen, restart_kills=0.2, **rounds)
         run.finish()
     finally:
         _kill_if_running(run)
 
 
-def _compaction_parts() -> int:
-    """How many parts of a source make the flusher compact it; skips if the server cannot."""
-    from pomoview.server.scheduler import Scheduler
-    from pomoview.server.source_store import SourceStore
+@pytest.mark.slow
+def test_sigkill_during_flushes_sweep(tmp_path: Path) -> None:
+    _sweep(tmp_path, "flushes", Watch.FLUSH_PHASES)
 
-    min_parts = getattr(Scheduler, "compact_min_parts", None)
-    if not hasattr(SourceStore, "compact") or not hasattr(Scheduler, "compact") or min_parts is None:
-        pytest.skip(
-            "the store cannot compact yet (no SourceStore.compact / Scheduler.compact_min_parts); "
-            "this test runs once the flusher compacts a source with that many parts"
-        )
-    return int(min_parts)
+
+def _compaction_parts() -> int:
+    """How many parts of a source make the flusher compact it."""
+    from pomoview.server.scheduler import Scheduler
+
+    return Scheduler.compact_min_parts
 
 
 def test_sigkill_during_compaction(flushing: FlushingServer) -> None:
@@ -953,16 +951,5 @@ def test_sigkill_during_compaction(flushing: FlushingServer) -> None:
 
 @pytest.mark.slow
 def test_sigkill_during_compaction_sweep(tmp_path: Path) -> None:
-    min_parts = _compaction_parts()
-    seed = _seed(None)
-    run = CrashRun(tmp_path / "data", seed, flush_interval=0.1)
-    phases = _phases(seed, Watch.COMPACTION_PHASES)
-    _say(f"crash during compactions: seed {seed}, phases {phases}, data {run.data}")
-    try:
-        run.start(program=True)
-        run.setup_markers()
-        spark_ready(run)
-        crash_rounds(run, phases, restart_kills=0.2, min_parts=min_parts, skip_compactions=-1)
-        run.finish()
-    finally:
-        _kill_if_running(run)
+    parts = _compaction_parts()
+    _sweep(tmp_path, "compactions", Watch.COMPACTION_PHASES, min_parts=parts, skip_compactions=-1)
