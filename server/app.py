@@ -10,8 +10,6 @@ import threading
 from collections.abc import Mapping
 from concurrent import futures
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
-from urllib.request import url2pathname
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -25,6 +23,7 @@ from .fsync import fsync_path
 from .scheduler import Scheduler
 from .service import ViewService
 from .spark_session import SparkProvider, create_spark_session
+from .store_fs import StoreLocationError, split_location
 
 log = logging.getLogger("pomoview")
 
@@ -38,47 +37,52 @@ class ConfigError(Exception):
     """A configuration the server cannot start with; the message says why."""
 
 
-def store_folder(store: str | None, data_dir: Path) -> Path:
-    """The local folder of the Parquet store: `store` is a path or a file:// URI; None means
-    `<data_dir>/store`. Other URI schemes are refused: the store writes its manifest and
-    renames its parts through the local file system."""
+def store_location(store: str | None, data_dir: Path) -> Path | str:
+    """Where the Parquet store lives: a local folder (a Path) for a path or a file:// URI,
+    `<data_dir>/store` for None; any other URI as given (a str), to be opened with the Spark
+    JVM's Hadoop client (hdfs://, s3a://, ...; `hadoop+URI` forces a URI through it). A
+    location that is neither a path nor an absolute URI is refused with ConfigError; whether
+    Hadoop can use a URI is only known once the store opens (`StoreLocationError`)."""
     if store is None:
         return (data_dir / "store").absolute()
-    parts = urlsplit(store)
-    if parts.scheme == "":
-        return Path(store).expanduser().absolute()
-    if parts.scheme == "file":
-        if parts.netloc not in ("", "localhost"):
-            raise ConfigError(
-                f"store {store!r}: a file:// URI must name a local path (file:///path), "
-                f"not the host {parts.netloc!r}"
-            )
-        if parts.query or parts.fragment:
-            raise ConfigError(f"store {store!r}: a file:// URI takes no query or fragment")
-        return Path(url2pathname(unquote(parts.path))).absolute()
-    raise ConfigError(
-        f"store {store!r}: {parts.scheme}:// is not supported; the store must be a local folder "
-        "or a file:// URI, because it keeps its manifest and publishes its Parquet parts by "
-        "atomic renames on the local file system. To use a Spark cluster, put the store on a "
-        "file system mounted at the same path on every node."
-    )
+    try:
+        kind, where = split_location(store)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+    return Path(where) if kind == "local" else store
 
 
-def check_store_marker(data_dir: Path, store_dir: Path) -> None:
+def _recorded_location(text: str, data_abs: Path) -> Path | str:
+    try:
+        if split_location(text)[0] == "hadoop":
+            return text
+    except ValueError:
+        pass
+    return data_abs / text  # relative: inside the data folder; an absolute path stays itself
+
+
+def _same_store(a: Path | str, b: Path | str) -> bool:
+    if isinstance(a, Path) and isinstance(b, Path):
+        return a.resolve() == b.resolve()
+    return isinstance(a, str) and isinstance(b, str) and a.rstrip("/") == b.rstrip("/")
+
+
+def check_store_marker(data_dir: Path, store: Path | str) -> None:
     """Refuses a store other than the one `data_dir` was last used with; records it if new."""
     marker = data_dir / STORE_MARKER
     data_abs = data_dir.absolute()
+    previous: Path | str | None
     if marker.exists():
         # A store inside the data folder is recorded relative to it, so the folder can move.
-        previous: Path | None = data_abs / marker.read_text(encoding="utf-8").strip()
+        previous = _recorded_location(marker.read_text(encoding="utf-8").strip(), data_abs)
     elif (data_dir / "store" / "manifest.json").exists():
         previous = data_abs / "store"  # a data folder older than the marker
     else:
         previous = None
-    if previous is not None and previous.resolve() != store_dir.resolve():
+    if previous is not None and not _same_store(previous, store):
         raise ConfigError(
             f"the data folder {data_dir} was last used with the store {previous}, not "
-            f"{store_dir}: its write-ahead log holds only the writes that store lacks. Start "
+            f"{store}: its write-ahead log holds only the writes that store lacks. Start "
             f"with --store {previous}, or, if you moved that store, write its new location "
             f"into {marker}"
         )
@@ -86,8 +90,11 @@ def check_store_marker(data_dir: Path, store_dir: Path) -> None:
         data_dir.mkdir(parents=True, exist_ok=True)
         tmp = marker.with_suffix(".tmp")
         with open(tmp, "w", encoding="utf-8") as f:
-            inside = store_dir.resolve().is_relative_to(data_abs.resolve())
-            recorded = store_dir.resolve().relative_to(data_abs.resolve()) if inside else store_dir
+            if isinstance(store, Path):
+                inside = store.resolve().is_relative_to(data_abs.resolve())
+                recorded: Path | str = store.resolve().relative_to(data_abs.resolve()) if inside else store
+            else:
+                recorded = store
             f.write(f"{recorded}\n")
             f.flush()
             os.fsync(f.fileno())
@@ -108,15 +115,16 @@ def serve(
 ) -> None:
     """Runs the server until SIGINT or SIGTERM. Prints `pomoview listening on HOST:PORT` when ready.
 
-    `store` is a local folder or a file:// URI (default `<data_dir>/store`); `origins` says
+    `store` is a local folder, a file:// URI or any URI Spark's Hadoop client can write
+    (default `<data_dir>/store`, see `store_location`); `origins` says
     where each setting came from (flag, env or default), for the configuration log line.
     """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     # py4j logs every lost connection at INFO; a dead JVM is reported once, by the provider.
     logging.getLogger("py4j").setLevel(logging.WARNING)
     try:
-        store_dir = store_folder(store, data_dir)
-        check_store_marker(data_dir, store_dir)
+        location = store_location(store, data_dir)
+        check_store_marker(data_dir, location)
     except (ConfigError, OSError) as err:
         print(f"pomoview: {err}", file=sys.stderr)
         raise SystemExit(2) from None
@@ -130,7 +138,7 @@ def serve(
         ", ".join(
             [
                 setting("data", data_dir.absolute()),
-                setting("store", store_dir.as_uri()),
+                setting("store", location.as_uri() if isinstance(location, Path) else location),
                 setting("spark_master", spark_master),
                 setting("host", host),
                 setting("port", port),
@@ -142,7 +150,13 @@ def serve(
     spark = SparkProvider(lambda: create_spark_session(spark_master))
     # The JVM takes seconds to boot: start it now so the first upquery does not wait for it.
     spark.start_in_background()
-    scheduler = Scheduler(data_dir, spark, flush_interval=flush_interval, store_dir=store_dir)
+    try:
+        # A store on Hadoop's file system opens through the JVM: this waits for it to boot.
+        scheduler = Scheduler(data_dir, spark, flush_interval=flush_interval, store_dir=location)
+    except StoreLocationError as err:
+        print(f"pomoview: {err}", file=sys.stderr)
+        spark.stop()
+        raise SystemExit(2) from None
     if program is not None:
         try:
             scheduler.install(program.read_text(), program.name)

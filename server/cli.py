@@ -363,8 +363,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--store",
         default=None,
         metavar="PATH_OR_URI",
-        help="where the Parquet store lives: a local folder or a file:// URI, e.g. a shared "
-        "file system mounted on every Spark node (env POMOVIEW_STORE, default DIR/store)",
+        help="where the Parquet store lives: a local folder or a file:// URI (on a Spark "
+        "cluster, a file system mounted at the same path on every node), or any URI Spark's "
+        "Hadoop client can write, e.g. hdfs://namenode/pomoview or s3a://bucket/pomoview "
+        "(env POMOVIEW_STORE, default DIR/store)",
     )
     p.add_argument(
         "--spark-master",

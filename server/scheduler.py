@@ -128,14 +128,15 @@ class Scheduler:
         spark: Callable[[], object],
         *,
         flush_interval: float = 5.0,
-        store_dir: Path | None = None,
+        store_dir: Path | str | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.flush_interval = flush_interval
         self._spark = spark
-        store_root = self.data_dir / "store" if store_dir is None else Path(store_dir)
-        self.store = SourceStore(str(store_root), spark)  # type: ignore[arg-type]
+        # A path, or a URI for the store's Hadoop client (which `Path` would mangle).
+        store_root = str(self.data_dir / "store" if store_dir is None else store_dir)
+        self.store = SourceStore(store_root, spark)  # type: ignore[arg-type]
         self.wal = WriteAheadLog(self.data_dir / "wal")
         self.program: CompiledProgram | None = None
         self.circuits: dict[tuple[str, tuple[str, ...]], Circuit] = {}

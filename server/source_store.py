@@ -1,6 +1,7 @@
 """Base relations as Parquet operation logs, written and read by Spark (DESIGN §4).
 
-Layout under `root` (a local folder for now)::
+Layout under the store's location (a local folder, or any URI Spark's Hadoop client can write:
+see `store_fs`, which also says how the manifest is replaced atomically on each)::
 
     manifest.json       {"version": v, "sources": {name: {
                             "schema": [[attr, type], ...],
@@ -11,6 +12,8 @@ Layout under `root` (a local folder for now)::
                                               "files": [[bucket, file], ...], "epochs": [from, to],
                                               "rows": r or null, "compacted": bool}}}}}
     <source>/<part>/b<bucket>-<i>.parquet
+
+(Through Hadoop the manifest is `manifest-<seq>.json`, a new file per replacement.)
 
 A part holds one row per logged operation: the attributes, `_epoch`, `_op` (+1 insert, -1
 delete) and `_bucket`. A flush writes one part per source (`part-<from>-<to>`, the epochs it
@@ -49,18 +52,15 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
+import logging
 import math
-import os
 import re
-import shutil
 import struct
 import threading
 import uuid
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -78,8 +78,10 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from .fsync import fsync_path
+from .store_fs import TMP_PREFIX, StoreFS, StoreLocationError, open_store_fs
 from .types import LoggedBatch, SourceSchema, Tuple_, Value
+
+log = logging.getLogger("pomoview.store")
 
 _SPARK_TYPES: dict[str, Callable[[], DataType]] = {
     "int": LongType,
@@ -91,9 +93,8 @@ _SPARK_TYPES: dict[str, Callable[[], DataType]] = {
 _BUCKET = "_bucket"  # a column of every file: the bucket of the row's clustering columns
 _BUCKET_DIR = "_bucket_dir"  # the same, as the folder Spark writes each bucket to
 _RESERVED = {"_epoch", "_op", _BUCKET, _BUCKET_DIR}
-_MANIFEST = "manifest.json"
 _PART_PREFIX = "part-"
-_TMP_PREFIX = ".tmp-"
+_TMP_PREFIX = TMP_PREFIX
 DEFAULT_BUCKETS = 16
 # A part gets one bucket per this many rows, up to the source's bucket count.
 DEFAULT_ROWS_PER_BUCKET = 1 << 16
@@ -277,15 +278,6 @@ def _keys_sql(columns: Sequence[str], keys: Sequence[tuple[Value, ...]], types: 
 # --- helpers -----------------------------------------------------------------------------------
 
 
-def _fsync_tree(path: Path) -> None:
-    # Spark's local file system never fsyncs; the log is truncated behind what the manifest
-    # lists, so the part must be on disk before the manifest names it.
-    for dirpath, _dirnames, filenames in os.walk(path):
-        for name in filenames:
-            fsync_path(Path(dirpath) / name)
-        fsync_path(Path(dirpath))
-
-
 def _check_schema(name: str, schema: SourceSchema) -> None:
     if not _SOURCE_NAME.fullmatch(name):
         raise ValueError(f"source name {name!r} is not an identifier")
@@ -398,13 +390,19 @@ class SourceStore:
     opening deletes the folders its manifest does not list, which would include another open
     store's flush in progress.
 
+    `location` is a local folder (a path or a file:// URI), or any other URI, read and
+    written through the Spark JVM's Hadoop client; `hadoop+URI` forces a URI through it (see
+    `store_fs.open_store_fs`). A local store opens without Spark; a Hadoop one needs the
+    session from the start. Opening raises `StoreLocationError` if the location cannot be
+    used.
+
     `buckets` is the most buckets a part of a source registered from now on may have;
     `rows_per_bucket` how many rows a part gets per bucket below that.
     """
 
     def __init__(
         self,
-        root: str,
+        location: str,
         spark: Callable[[], SparkSession],
         *,
         buckets: int = DEFAULT_BUCKETS,
@@ -412,7 +410,11 @@ class SourceStore:
     ) -> None:
         if buckets < 1 or rows_per_bucket < 1:
             raise ValueError("buckets and rows_per_bucket must be at least 1")
-        self._root = Path(root)
+        try:
+            self._fs: StoreFS = open_store_fs(location, spark)
+        except ValueError as err:
+            raise StoreLocationError(str(err)) from None
+        self._root = self._fs.root
         self._spark = spark
         self._buckets = buckets
         self._rows_per_bucket = rows_per_bucket
@@ -423,9 +425,16 @@ class SourceStore:
         self._retired: set[tuple[str, str]] = set()  # (source, part) unlisted, maybe pinned
         self._learned: dict[str, tuple[str, ...]] = {}  # first keyed fetch's columns
         self._configured: SparkSession | None = None
-        self._root.mkdir(parents=True, exist_ok=True)
-        self._snapshot = self._read_manifest()
-        self._remove_strays()
+        try:
+            self._fs.makedirs(self._root)
+            self._snapshot = self._read_manifest()
+            self._remove_strays()
+        except StoreLocationError:
+            raise
+        except Exception as err:
+            raise StoreLocationError(
+                f"cannot open the store at {self._fs.describe()}: {type(err).__name__}: {err}"
+            ) from err
 
     @property
     def version(self) -> int:
@@ -549,7 +558,10 @@ class SourceStore:
             dead = self._retired - live
             self._retired -= dead
         for source, name in sorted(dead):
-            shutil.rmtree(self._root / source / name, ignore_errors=True)
+            try:
+                self._fs.delete_tree(self._fs.join(self._root, source, name))
+            except Exception:  # noqa: BLE001 (unlisted: the next open deletes it)
+                log.warning("could not delete the replaced part %s/%s", source, name, exc_info=True)
 
     # --- writing ------------------------------------------------------------------------------
 
@@ -585,7 +597,10 @@ class SourceStore:
                             values = tuple(_to_spark(v, ty) for v, ty in zip(t, types, strict=True))
                             out.append((*values, batch.epoch, op))
             first, last = batches[0].epoch, batches[-1].epoch
-            name = f"{_PART_PREFIX}{first:020d}-{last:020d}"
+            # Unique, as a compaction's: a retry after a publish whose outcome is unknown (the
+            # manifest may be on disk, the fsync after it failed) must not reuse, and so first
+            # delete, a folder that manifest may list.
+            name = f"{_PART_PREFIX}{first:020d}-{last:020d}-f{uuid.uuid4().hex[:8]}"
             sources = dict(current.sources)
             for source, source_rows in rows.items():
                 if not source_rows:
@@ -643,7 +658,7 @@ class SourceStore:
             ops = ops.repartition(buckets, *(_col(c) for c in cluster)) if cluster else ops.coalesce(1)
             part = self._write_part(
                 source,
-                f"{_PART_PREFIX}{epoch:020d}-{epoch:020d}",
+                f"{_PART_PREFIX}{epoch:020d}-{epoch:020d}-l{uuid.uuid4().hex[:8]}",
                 state.schema,
                 ops,
                 cluster=cluster,
@@ -675,13 +690,14 @@ class SourceStore:
         """Write `ops` (attributes, _epoch, _op; partitioned so that a bucket is in one Spark
         partition, for one file per bucket) as part `name`, bucketed by `cluster`, renamed into
         place durably but not published. None if `ops` is empty."""
-        folder = self._root / source
-        folder.mkdir(exist_ok=True)
-        target = folder / name
-        if target.exists():
+        fs = self._fs
+        folder = fs.join(self._root, source)
+        fs.makedirs(folder)
+        target = fs.join(folder, name)
+        if fs.exists(target):
             # Left by a crash before its manifest; never listed, never read.
-            shutil.rmtree(target)
-        tmp = folder / f"{_TMP_PREFIX}{uuid.uuid4().hex}"
+            fs.delete_tree(target)
+        tmp = fs.join(folder, f"{_TMP_PREFIX}{uuid.uuid4().hex}")
         attrs = [a for a, _ in schema]
         bucket = (
             F.pmod(F.hash(*(_col(c) for c in cluster)), F.lit(buckets)) if cluster else F.lit(0)
@@ -693,37 +709,40 @@ class SourceStore:
             .sortWithinPartitions(*(_col(c) for c in order))
             .write.partitionBy(_BUCKET_DIR)
             .option("parquet.block.size", str(_ROW_GROUP_BYTES))
-            .parquet(str(tmp))
+            .parquet(fs.spark_path(tmp))
         )
         files = self._flatten(tmp)
         if not files:
-            shutil.rmtree(tmp)
+            fs.delete_tree(tmp)
             return None
-        _fsync_tree(tmp)
-        os.rename(tmp, target)
-        fsync_path(folder)
-        fsync_path(self._root)
+        fs.sync_tree(tmp)
+        fs.rename(tmp, target)
+        fs.sync_dir(folder)
+        fs.sync_dir(self._root)
         return _Part(name, cluster, buckets, files, epochs, rows, compacted)
 
-    @staticmethod
-    def _flatten(tmp: Path) -> tuple[tuple[int, str], ...]:
+    def _flatten(self, tmp: str) -> tuple[tuple[int, str], ...]:
         """Move the files Spark wrote under `<_BUCKET_DIR>=<b>/` up as `b<b>-<i>.parquet`; drop
         the rest (`_SUCCESS`, checksums)."""
+        fs = self._fs
         files: list[tuple[int, str]] = []
         prefix = _BUCKET_DIR + "="
-        for entry in sorted(tmp.iterdir()):
-            if entry.is_dir() and entry.name.startswith(prefix):
+        for entry in fs.list_dir(tmp):
+            path = fs.join(tmp, entry.name)
+            if entry.is_dir and entry.name.startswith(prefix):
                 b = int(entry.name[len(prefix) :])
-                written = sorted(
-                    f for f in entry.iterdir() if f.suffix == ".parquet" and not f.name.startswith(".")
-                )
+                written = [
+                    f.name
+                    for f in fs.list_dir(path)
+                    if not f.is_dir and f.name.endswith(".parquet") and not f.name.startswith(".")
+                ]
                 for i, f in enumerate(written):
                     name = f"b{b:05d}-{i}.parquet"
-                    os.rename(f, tmp / name)
+                    fs.rename(fs.join(path, f), fs.join(tmp, name))
                     files.append((b, name))
-                shutil.rmtree(entry)
-            elif entry.is_file():
-                entry.unlink()
+                fs.delete_tree(path)
+            elif not entry.is_dir:
+                fs.delete_file(path)
         return tuple(sorted(files))
 
     # --- compaction -----------------------------------------------------------------------------
@@ -954,8 +973,12 @@ class SourceStore:
         return df
 
     def _paths(self, source: str, part: _Part, buckets: Collection[int] | None = None) -> list[str]:
-        folder = self._root / source / part.name
-        return [str(folder / f) for b, f in part.files if buckets is None or b in buckets]
+        folder = self._fs.join(self._root, source, part.name)
+        return [
+            self._fs.spark_path(self._fs.join(folder, f))
+            for b, f in part.files
+            if buckets is None or b in buckets
+        ]
 
     def _session(self) -> SparkSession:
         spark = self._spark()
@@ -980,10 +1003,9 @@ class SourceStore:
             return self._snapshot
 
     def _read_manifest(self) -> _Snapshot:
-        path = self._root / _MANIFEST
-        if not path.exists():
+        doc = self._fs.read_manifest()
+        if doc is None:
             return _Snapshot(version=0, sources={})
-        doc = json.loads(path.read_text(encoding="utf-8"))
         sources = {}
         for name, entry in doc["sources"].items():
             layout = entry.get("layout", {})
@@ -1016,8 +1038,12 @@ class SourceStore:
     def _legacy_part(self, source: str, name: str) -> _Part:
         """A part written before parts were bucketed: one folder of Parquet files, no
         `_bucket` column (read as null), every file read by every fetch."""
-        folder = self._root / source / name
-        files = sorted(f.name for f in folder.glob("*.parquet") if not f.name.startswith("."))
+        folder = self._fs.join(self._root, source, name)
+        files = sorted(
+            f.name
+            for f in self._fs.list_dir(folder)
+            if f.name.endswith(".parquet") and not f.name.startswith(".")
+        )
         epochs = [int(x) for x in name[len(_PART_PREFIX) :].split("-")[:2]]
         return _Part(name, (), 1, tuple((0, f) for f in files), (epochs[0], epochs[1]), None, False)
 
@@ -1036,30 +1062,27 @@ class SourceStore:
                 for name, state in snapshot.sources.items()
             },
         }
-        tmp = self._root / f"{_TMP_PREFIX}{uuid.uuid4().hex}-{_MANIFEST}"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self._root / _MANIFEST)
-        fsync_path(self._root)
+        self._fs.write_manifest(doc)
         with self._lock:
             self._snapshot = snapshot
 
     def _remove_strays(self) -> None:
         """Delete part and temporary folders the manifest does not list (crashed flushes and
         compactions, and parts a compaction replaced)."""
-        for entry in self._root.iterdir():
-            if entry.name.startswith(_TMP_PREFIX) and entry.is_file():
-                entry.unlink()
+        fs = self._fs
+        root = fs.list_dir(self._root)
+        for entry in root:
+            if entry.name.startswith(_TMP_PREFIX) and not entry.is_dir:
+                fs.delete_file(fs.join(self._root, entry.name))
+        folders = {entry.name for entry in root if entry.is_dir}
         for name, state in self._snapshot.sources.items():
-            folder = self._root / name
-            if not folder.is_dir():
+            if name not in folders:
                 continue
+            folder = fs.join(self._root, name)
             listed = {part.name for part in state.parts}
-            for entry in folder.iterdir():
+            for entry in fs.list_dir(folder):
                 stray = entry.name.startswith(_TMP_PREFIX) or (
                     entry.name.startswith(_PART_PREFIX) and entry.name not in listed
                 )
-                if stray and entry.is_dir():
-                    shutil.rmtree(entry)
+                if stray and entry.is_dir:
+                    fs.delete_tree(fs.join(folder, entry.name))

@@ -50,15 +50,22 @@ def _serve(data: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedP
         [sys.executable, "-m", "pomoview.server.cli", "serve", "--data", str(data), "--port", "0", *args],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=180,  # a store URI opens through the Spark JVM, which boots first
         env={**clean, **env},
     )
 
 
 def test_a_store_spark_cannot_be_used_for_is_refused_at_start(tmp_path: Path) -> None:
-    done = _serve(tmp_path / "data", env={"POMOVIEW_STORE": "s3a://bucket/store"})
+    # Not a path nor an absolute URI: refused before Spark starts.
+    done = _serve(tmp_path / "data", env={"POMOVIEW_STORE": "s3a:bucket/store"})
     assert done.returncode == 2
-    assert "s3a:// is not supported" in done.stderr and "file://" in done.stderr, done.stderr
+    assert "'s3a:bucket/store'" in done.stderr and "must be absolute" in done.stderr, done.stderr
+    # A URI goes to Spark's Hadoop client, which names what it lacks (here a file system for
+    # the scheme; for s3a:// without the hadoop-aws jars, its class).
+    done = _serve(tmp_path / "data2", env={"POMOVIEW_STORE": "nosuchfs://bucket/store"})
+    assert done.returncode == 2
+    assert 'No FileSystem for scheme "nosuchfs"' in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
 
 
 def test_the_store_location_comes_from_the_environment_or_a_flag(tmp_path: Path) -> None:

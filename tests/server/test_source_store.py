@@ -1,5 +1,10 @@
 """The Parquet source store against a plain Python last-writer-wins model; its layout
-(buckets, row groups), compaction, pins and recovery."""
+(buckets, row groups), compaction, pins and recovery.
+
+The tests of what the store does to its files run on both file systems (`KINDS`): a local
+folder (`LocalFS`) and the same folder as a `hadoop+file:` URI, through the Spark JVM's
+Hadoop `FileSystem` client (`HadoopFS`), the code path of hdfs://, s3a://... stores. The
+tests of Spark-side logic (fetch plans, pruning, hashing) run on the local one only."""
 
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
 
 from pomoview.server.source_store import SchemaMismatch, SourceStore, _spark_hash, _struct
+from pomoview.server.store_fs import HadoopFS, LocalFS, StoreLocationError, split_location
 from pomoview.server.types import LoggedBatch, SourceChange, SourceSchema, Tuple_, Value
 
 R: SourceSchema = (("a", "int"), ("b", "string"), ("c", "bytes"), ("d", "float"), ("e", "bool"))
@@ -28,6 +34,35 @@ DOMAIN_S: list[Tuple_] = list(itertools.product(range(4), range(3)))
 
 def no_spark() -> SparkSession:
     raise AssertionError("this operation must not need Spark")
+
+
+# Each file-system test runs on a local folder and on the same folder through Hadoop's client.
+KINDS = pytest.mark.parametrize("kind", ["local", "hadoop"])
+
+
+def where(root: Path, kind: str) -> str:
+    """The store location of the folder `root` for a file system kind."""
+    return str(root) if kind == "local" else f"hadoop+file://{root}"
+
+
+def spark_for(kind: str, request: pytest.FixtureRequest) -> Callable[[], SparkSession]:
+    """What opening and fetching without a Spark job may call: nothing for a local store; a
+    Hadoop one needs the JVM for every file operation."""
+    if kind == "local":
+        return no_spark
+    session: SparkSession = request.getfixturevalue("spark")
+    return lambda: session
+
+
+def manifest_path(root: Path) -> Path:
+    """The current manifest file: the versioned one of highest number, else manifest.json."""
+    versioned = sorted(root.glob("manifest-*.json"))
+    return versioned[-1] if versioned else root / "manifest.json"
+
+
+def manifest(root: Path) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(manifest_path(root).read_text())
+    return doc
 
 
 class Model:
@@ -159,14 +194,15 @@ def test_fetch_matches_the_model(tmp_path: Path, spark: SparkSession) -> None:
     for source in ("r", "s"):
         reopened.compact(source)
         assert not reopened.compact(source)  # one compacted part: nothing to do
-        assert len(json.loads((tmp_path / "manifest.json").read_text())["sources"][source]["parts"]) <= 1
+        assert len(manifest(tmp_path)["sources"][source]["parts"]) <= 1
     for source, schema, columns, keys, filters in queries(rng)[-6:]:
         got = reopened.fetch(source, columns, keys, filters)[1]
         assert canon(got) == canon(model.fetch(source, schema, columns, keys, filters))
 
 
-def test_store_basics_without_spark(tmp_path: Path) -> None:
-    store = SourceStore(str(tmp_path), no_spark)
+@KINDS
+def test_store_basics_without_spark_jobs(tmp_path: Path, kind: str, request: pytest.FixtureRequest) -> None:
+    store = SourceStore(where(tmp_path, kind), spark_for(kind, request))
     assert store.version == 0
     store.ensure_source("r", R)
     assert store.flush([]) == 0
@@ -187,14 +223,19 @@ def test_store_basics_without_spark(tmp_path: Path) -> None:
         store.ensure_source("../escape", S)
 
 
-def test_schema_mismatch_names_source_and_attribute(tmp_path: Path) -> None:
-    store = SourceStore(str(tmp_path), no_spark)
+@KINDS
+def test_schema_mismatch_names_source_and_attribute(
+    tmp_path: Path, kind: str, request: pytest.FixtureRequest
+) -> None:
+    spark = spark_for(kind, request)
+    store = SourceStore(where(tmp_path, kind), spark)
     store.ensure_source("vote", (("article_id", "int"), ("user_id", "int")))
-    manifest = (tmp_path / "manifest.json").read_text()
+    path = manifest_path(tmp_path)
+    text = path.read_text()
     store.ensure_source("vote", (("article_id", "int"), ("user_id", "int")))  # identical: no-op
-    assert (tmp_path / "manifest.json").read_text() == manifest
+    assert manifest_path(tmp_path) == path and path.read_text() == text
 
-    reopened = SourceStore(str(tmp_path), no_spark)
+    reopened = SourceStore(where(tmp_path, kind), spark)
     with pytest.raises(SchemaMismatch, match=r"'vote'.*user_id: int.*user_id: string"):
         reopened.ensure_source("vote", (("article_id", "int"), ("user_id", "string")))
     with pytest.raises(SchemaMismatch, match=r"'vote'.*'weight' is only declared"):
@@ -206,10 +247,11 @@ def test_schema_mismatch_names_source_and_attribute(tmp_path: Path) -> None:
     assert reopened.schema("vote") == (("article_id", "int"), ("user_id", "int"))
 
 
+@KINDS
 def test_unlisted_parts_are_ignored_and_removed_at_open(
-    tmp_path: Path, spark: SparkSession
+    tmp_path: Path, spark: SparkSession, kind: str
 ) -> None:
-    store = SourceStore(str(tmp_path), lambda: spark)
+    store = SourceStore(where(tmp_path, kind), lambda: spark)
     store.ensure_source("s", S)
     store.flush([LoggedBatch(1, {"s": SourceChange(((1, 1), (2, 2)), ())})])
     with pytest.raises(ValueError):
@@ -222,11 +264,11 @@ def test_unlisted_parts_are_ignored_and_removed_at_open(
     spark.createDataFrame(rows, schema=_struct(S)).write.parquet(str(stray))
     half = tmp_path / "s" / ".tmp-deadbeef"
     shutil.copytree(stray, half)
-    listed = json.loads((tmp_path / "manifest.json").read_text())["sources"]["s"]["parts"]
+    listed = manifest(tmp_path)["sources"]["s"]["parts"]
     assert stray.name not in listed
 
     assert sorted(store.fetch("s", (), {()})[1]) == [(1, 1), (2, 2)]
-    reopened = SourceStore(str(tmp_path), lambda: spark)
+    reopened = SourceStore(where(tmp_path, kind), lambda: spark)
     assert not stray.exists() and not half.exists()
     assert reopened.version == 1
     assert sorted(reopened.fetch("s", ("k",), {(1,), (3,)})[1]) == [(1, 1)]
@@ -339,8 +381,11 @@ def test_a_keyed_fetch_reads_its_bucket_and_row_groups_only(tmp_path: Path, spar
     assert len(store.fetch("s", ("k",), wanted)[1]) == 10 * len(wanted)
 
 
-def test_clustering_is_learnt_from_the_first_keyed_fetch(tmp_path: Path, spark: SparkSession) -> None:
-    store = SourceStore(str(tmp_path), lambda: spark, buckets=4, rows_per_bucket=1)
+@KINDS
+def test_clustering_is_learnt_from_the_first_keyed_fetch(
+    tmp_path: Path, spark: SparkSession, kind: str
+) -> None:
+    store = SourceStore(where(tmp_path, kind), lambda: spark, buckets=4, rows_per_bucket=1)
     store.ensure_source("s", S)
     store.flush([LoggedBatch(1, {"s": SourceChange(tuple((k, k % 5) for k in range(40)), ())})])
     assert store.clustering("s") == ("k",)  # the first attribute until a fetch says otherwise
@@ -349,9 +394,9 @@ def test_clustering_is_learnt_from_the_first_keyed_fetch(tmp_path: Path, spark: 
     assert store.clustering("s") == ("v",)
     assert store.compaction_candidates(2) == ["s"]  # its part is bucketed by k
     store.flush([LoggedBatch(2, {"s": SourceChange(((100, 1),), ((1, 1),))})])
-    manifest = json.loads((tmp_path / "manifest.json").read_text())["sources"]["s"]
-    assert manifest["cluster"] == ["v"]
-    assert [manifest["layout"][p]["cluster"] for p in manifest["parts"]] == [["k"], ["v"]]
+    entry = manifest(tmp_path)["sources"]["s"]
+    assert entry["cluster"] == ["v"]
+    assert [entry["layout"][p]["cluster"] for p in entry["parts"]] == [["k"], ["v"]]
     assert store.compact("s")
     assert store.compaction_candidates(2) == []
     with store.pinned() as pin:
@@ -369,10 +414,11 @@ def stored_rows(spark: SparkSession, root: Path, source: str) -> list[tuple[Any,
     return [tuple(r) for r in spark.read.parquet(*files).select("k", "v", "_epoch", "_op").collect()]
 
 
+@KINDS
 def test_compaction_keeps_latest_operations_and_drops_deleted_tuples(
-    tmp_path: Path, spark: SparkSession
+    tmp_path: Path, spark: SparkSession, kind: str
 ) -> None:
-    store = SourceStore(str(tmp_path), lambda: spark, buckets=2, rows_per_bucket=2)
+    store = SourceStore(where(tmp_path, kind), lambda: spark, buckets=2, rows_per_bucket=2)
     store.ensure_source("s", S)
     store.flush([LoggedBatch(1, {"s": SourceChange(((1, 1), (2, 2), (3, 3), (4, 4)), ())})])
     store.flush(
@@ -399,7 +445,7 @@ def test_compaction_keeps_latest_operations_and_drops_deleted_tuples(
     # writes after the compaction land after it, and a delete of a compacted tuple holds
     store.flush([LoggedBatch(5, {"s": SourceChange(((2, 2),), ((3, 3),))})])
     assert sorted(store.fetch("s", (), {()})[1]) == [(1, 1), (2, 2), (5, 5)]
-    reopened = SourceStore(str(tmp_path), lambda: spark)
+    reopened = SourceStore(where(tmp_path, kind), lambda: spark)
     assert reopened.version == 5
     assert sorted(reopened.fetch("s", ("k",), {(1,), (2,), (3,)})[1]) == [(1, 1), (2, 2)]
 
@@ -409,8 +455,9 @@ def test_compaction_keeps_latest_operations_and_drops_deleted_tuples(
     assert store.fetch("s", (), {()}) == (6, [])
 
 
-def test_a_pinned_snapshot_survives_compaction(tmp_path: Path, spark: SparkSession) -> None:
-    store = SourceStore(str(tmp_path), lambda: spark)
+@KINDS
+def test_a_pinned_snapshot_survives_compaction(tmp_path: Path, spark: SparkSession, kind: str) -> None:
+    store = SourceStore(where(tmp_path, kind), lambda: spark)
     store.ensure_source("s", S)
     store.flush([LoggedBatch(1, {"s": SourceChange(((1, 1), (2, 2)), ())})])
     store.flush([LoggedBatch(2, {"s": SourceChange(((3, 3),), ())})])
@@ -418,7 +465,7 @@ def test_a_pinned_snapshot_survives_compaction(tmp_path: Path, spark: SparkSessi
     old = sorted((tmp_path / "s").glob("part-*"))
     store.flush([LoggedBatch(3, {"s": SourceChange((), ((1, 1),))})])
     assert store.compact("s")
-    listed = json.loads((tmp_path / "manifest.json").read_text())["sources"]["s"]["parts"]
+    listed = manifest(tmp_path)["sources"]["s"]["parts"]
     assert len(listed) == 1 and not {p.name for p in old} & set(listed)
     assert all(p.exists() for p in old), "the pinned snapshot reads them"
     assert pin.version == 2
@@ -439,27 +486,32 @@ def test_a_pinned_snapshot_survives_compaction(tmp_path: Path, spark: SparkSessi
         before = sorted((tmp_path / "s").glob("part-*"))
         assert store.compact("s")
         assert all(p.exists() for p in before)
-        reopened = SourceStore(str(tmp_path), lambda: spark)
+        reopened = SourceStore(where(tmp_path, kind), lambda: spark)
         assert not any(p.exists() for p in before)
         assert sorted(reopened.fetch("s", (), {()})[1]) == [(2, 2), (3, 3), (4, 4)]
 
 
-def test_a_store_written_before_buckets_still_reads(tmp_path: Path, spark: SparkSession) -> None:
-    """Parts listed by name only (one unbucketed folder of files) are read whole."""
+@KINDS
+def test_a_store_written_before_buckets_still_reads(tmp_path: Path, spark: SparkSession, kind: str) -> None:
+    """Parts listed by name only (one unbucketed folder of files) are read whole. Through
+    Hadoop, the store's manifest.json is adopted, then replaced by versioned manifests."""
     part = f"part-{1:020d}-{2:020d}"
     rows: list[tuple[Value, ...]] = [(1, 1, 1, 1), (2, 2, 1, 1), (1, 1, 2, -1), (3, 3, 2, 1)]
     spark.createDataFrame(rows, schema=_struct(S)).coalesce(1).write.parquet(str(tmp_path / "s" / part))
     manifest = {"version": 2, "sources": {"s": {"schema": [["k", "int"], ["v", "int"]], "parts": [part]}}}
     (tmp_path / "manifest.json").write_text(json.dumps(manifest))
-    store = SourceStore(str(tmp_path), lambda: spark)
+    store = SourceStore(where(tmp_path, kind), lambda: spark)
     assert sorted(store.fetch("s", ("k",), {(1,), (3,)})[1]) == [(3, 3)]
     store.flush([LoggedBatch(3, {"s": SourceChange(((1, 1),), ((2, 2),))})])
+    assert (tmp_path / "manifest.json").exists() == (kind == "local")
     assert sorted(store.fetch("s", (), {()})[1]) == [(1, 1), (3, 3)]
     assert store.compact("s")
-    assert sorted(SourceStore(str(tmp_path), lambda: spark).fetch("s", (), {()})[1]) == [(1, 1), (3, 3)]
+    reopened = SourceStore(where(tmp_path, kind), lambda: spark)
+    assert sorted(reopened.fetch("s", (), {()})[1]) == [(1, 1), (3, 3)]
 
 
-def test_a_flush_during_a_compaction_is_kept(tmp_path: Path, spark: SparkSession) -> None:
+@KINDS
+def test_a_flush_during_a_compaction_is_kept(tmp_path: Path, spark: SparkSession, kind: str) -> None:
     """A compaction replaces the parts it read; a part flushed meanwhile stays, after it."""
     during: list[Callable[[], object]] = []
 
@@ -469,15 +521,80 @@ def test_a_flush_during_a_compaction_is_kept(tmp_path: Path, spark: SparkSession
             during.pop()()
         return spark
 
-    store = SourceStore(str(tmp_path), spark_that_flushes_first)
+    store = SourceStore(where(tmp_path, kind), spark_that_flushes_first)
     store.ensure_source("s", S)
     store.flush([LoggedBatch(1, {"s": SourceChange(((1, 1), (2, 2)), ())})])
     store.flush([LoggedBatch(2, {"s": SourceChange(((3, 3),), ((2, 2),))})])
     during.append(lambda: store.flush([LoggedBatch(3, {"s": SourceChange(((2, 2),), ((1, 1),))})]))
     assert store.compact("s")
     assert not during
-    parts = json.loads((tmp_path / "manifest.json").read_text())["sources"]["s"]["parts"]
-    assert len(parts) == 2 and parts[1] == f"part-{3:020d}-{3:020d}" and "-c" in parts[0]
+    parts = manifest(tmp_path)["sources"]["s"]["parts"]
+    assert len(parts) == 2 and parts[1].startswith(f"part-{3:020d}-{3:020d}-f") and "-c" in parts[0]
     version, tuples = store.fetch("s", (), {()})
     assert (version, sorted(tuples)) == (3, [(2, 2), (3, 3)])
-    assert sorted(SourceStore(str(tmp_path), lambda: spark).fetch("s", ("k",), {(1,), (2,)})[1]) == [(2, 2)]
+    reopened = SourceStore(where(tmp_path, kind), lambda: spark)
+    assert sorted(reopened.fetch("s", ("k",), {(1,), (2,)})[1]) == [(2, 2)]
+
+
+# --- locations and the Hadoop file system ----------------------------------------------------
+
+
+def test_store_locations(tmp_path: Path) -> None:
+    assert split_location(str(tmp_path)) == ("local", str(tmp_path))
+    assert split_location((tmp_path / "a b").as_uri()) == ("local", str(tmp_path / "a b"))
+    assert split_location("file://localhost/srv/x") == ("local", "/srv/x")
+    assert split_location("hadoop+file:///srv/x") == ("hadoop", "file:///srv/x")
+    for uri in ("hdfs://namenode:8020/pomoview", "s3a://bucket/store", "abfs://c@acct.dfs.core.windows.net/s"):
+        assert split_location(uri) == ("hadoop", uri)
+    for bad, reason in (
+        ("s3a:bucket/store", "must be absolute"),
+        ("hadoop+relative/path", "must be followed by a URI"),
+        ("file://host/srv/x", "not the host 'host'"),
+        ("hdfs://namenode/p?replication=2", "no query or fragment"),
+        ("hdfs://[::1/p", "not a path or a URI"),
+    ):
+        with pytest.raises(ValueError, match=reason):
+            split_location(bad)
+        with pytest.raises(StoreLocationError, match=reason):
+            SourceStore(bad, no_spark)  # refused before anything needs Spark
+    assert isinstance(SourceStore(str(tmp_path), no_spark)._fs, LocalFS)
+
+
+def test_hadoop_manifests_are_new_files_and_an_incomplete_one_is_skipped(
+    tmp_path: Path, spark: SparkSession
+) -> None:
+    location = where(tmp_path, "hadoop")
+    store = SourceStore(location, lambda: spark)
+    assert isinstance(store._fs, HadoopFS)
+    store.ensure_source("s", S)
+    store.cluster_by("s", ("v",))
+    # Each publication is a new file; the one it supersedes is deleted once it is written.
+    assert [p.name for p in tmp_path.glob("manifest*.json")] == [f"manifest-{2:020d}.json"]
+    doc = manifest(tmp_path)
+    assert doc["sources"]["s"]["cluster"] == ["v"] and doc["version"] == 0
+
+    # A publication that died mid-write (HDFS shows a file being written): a truncated
+    # manifest of a higher number. The open skips and deletes it, and never reuses its number.
+    newer = json.dumps({**doc, "version": 7}, indent=1)
+    (tmp_path / f"manifest-{3:020d}.json").write_text(newer[: len(newer) // 2])
+    reopened = SourceStore(location, lambda: spark)
+    assert reopened.version == 0 and reopened.clustering("s") == ("v",)
+    assert [p.name for p in tmp_path.glob("manifest*.json")] == [f"manifest-{2:020d}.json"]
+    reopened.ensure_source("t", S)
+    assert [p.name for p in tmp_path.glob("manifest*.json")] == [f"manifest-{4:020d}.json"]
+
+    # create(overwrite=false): a second store on the same location (against the rules) fails
+    # its publication instead of overwriting, and keeps its own state.
+    other = SourceStore(location, lambda: spark)
+    reopened.ensure_source("u", S)
+    with pytest.raises(Exception, match="FileAlreadyExists|already exists"):
+        other.ensure_source("w", S)
+    assert other.schema("w") is None
+    assert sorted(SourceStore(location, lambda: spark).schemas()) == ["s", "t", "u"]
+
+    # Opening it as a plain local folder would read no manifest: refused, with the way out.
+    with pytest.raises(StoreLocationError, match="hadoop\\+file://"):
+        SourceStore(str(tmp_path), no_spark)
+    # A URI scheme Hadoop has no file system for is refused when the store opens.
+    with pytest.raises(StoreLocationError, match='No FileSystem for scheme "nosuchfs"'):
+        SourceStore("nosuchfs://bucket/store", lambda: spark)
