@@ -58,6 +58,7 @@ class Aggregate:
     arguments: tuple[Variable, ...]
     atom: Atom
     position: Position
+    colon: bool = True  # False for the spec's `X := sum V atom` (a positioned error)
 
 
 @dataclass(frozen=True)

@@ -35,16 +35,36 @@ class ProgramError(Exception):
         super().__init__(self.render())
 
     def render(self) -> str:
-        lines = self.text.splitlines()
+        """`file:line:col: error: reason`, then the source line and a caret under the spot."""
+        lines = source_lines(self.text)
         out: list[str] = []
         for d in self.diagnostics:
             line, col = d.position.line, d.position.column
             out.append(f"{self.filename}:{line}:{col}: error: {d.message}")
             if 1 <= line <= len(lines):
-                source = lines[line - 1]
-                out.append(f"    {source}")
-                out.append("    " + " " * max(col - 1, 0) + "^")
+                out.extend(_excerpt(lines[line - 1], col))
         return "\n".join(out)
+
+
+def source_lines(text: str) -> list[str]:
+    """The lines as the parser counts them: only "\n" ends a line (str.splitlines would also
+    split at "\u2028", "\x0c", ... inside strings and comments, shifting line numbers)."""
+    return [line.removesuffix("\r") for line in text.split("\n")]
+
+
+_WIDTH = 160  # longer source lines are shown as a window around the caret
+
+
+def _excerpt(source: str, col: int) -> list[str]:
+    start = 0
+    if len(source) > _WIDTH:
+        start = max(0, min(col - 1 - _WIDTH // 2, len(source) - _WIDTH))
+        shown = source[start : start + _WIDTH]
+        prefix, suffix = ("..." if start else ""), ("..." if start + _WIDTH < len(source) else "")
+        source, start = prefix + shown + suffix, start - len(prefix)
+    # Keep tabs under tabs so that the caret lines up however wide a tab is shown.
+    pad = "".join("\t" if c == "\t" else " " for c in source[: max(col - 1 - start, 0)])
+    return [f"    {source}", f"    {pad}^"]
 
 
 class ErrorSink:
@@ -54,11 +74,13 @@ class ErrorSink:
         self.text = text
         self.filename = filename
         self.diagnostics: list[Diagnostic] = []
+        self._seen: set[Diagnostic] = set()  # a pass may meet the same problem twice
         self.unsupported = False
 
     def error(self, position: Position, message: str) -> None:
         diagnostic = Diagnostic(position, message)
-        if diagnostic not in self.diagnostics:  # a pass may meet the same problem twice
+        if diagnostic not in self._seen:
+            self._seen.add(diagnostic)
             self.diagnostics.append(diagnostic)
 
     def unsupported_feature(self, position: Position, message: str) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import ast as pyast
+import re
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -17,9 +17,10 @@ from lark.exceptions import (
 )
 
 from . import ast
-from .errors import Diagnostic, Position, ProgramError
+from .errors import Diagnostic, Position, ProgramError, source_lines
 
 GRAMMAR = Path(__file__).with_name("grammar.lark")
+INT_MIN, INT_MAX = -(2**63), 2**63 - 1
 
 
 @cache
@@ -27,6 +28,32 @@ def _parser() -> Lark:
     return Lark(
         GRAMMAR.read_text(), parser="lalr", propagate_positions=True, maybe_placeholders=True
     )
+
+
+_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|x[0-9a-fA-F]{2}|.)", re.DOTALL)
+_SIMPLE = {'"': '"', "\\": "\\", "/": "/", "n": "\n", "r": "\r", "t": "\t", "0": "\0"}
+
+
+def unescape(body: str) -> str:
+    r"""A string literal's value: the escapes are \" \\ \/ \n \r \t \0 \xHH \uHHHH \UHHHHHHHH.
+
+    Any other escape is an error, and so is a surrogate, escaped or not: it is not a
+    Unicode character, and could not be encoded later (CIDs, the wire)."""
+    if any("\ud800" <= c <= "\udfff" for c in body):
+        raise ValueError("a surrogate is not a Unicode character")
+
+    def one(match: re.Match[str]) -> str:
+        code = match.group(1)
+        if code in _SIMPLE:
+            return _SIMPLE[code]
+        if len(code) > 1:
+            value = int(code[1:], 16)
+            if value > 0x10FFFF or 0xD800 <= value <= 0xDFFF:
+                raise ValueError(f"\\{code} is not a Unicode character")
+            return chr(value)
+        raise ValueError(f"unknown escape \\{code!s}")
+
+    return _ESCAPE.sub(one, body)
 
 
 def _pos(item: Tree | Token) -> Position:
@@ -82,10 +109,15 @@ class _ToAst(Transformer):  # type: ignore[type-arg]
 
     def aggregate(self, tree: Tree) -> ast.Aggregate:
         result, function, *rest = _kids(tree)
-        atom = rest[-1]
-        args = tuple(ast.Variable(str(v), _pos(v)) for v in rest[:-1])
+        atom, colon = rest[-1], rest[-2]
+        args = tuple(ast.Variable(str(v), _pos(v)) for v in rest[:-2])
         return ast.Aggregate(
-            ast.Variable(str(result), _pos(result)), str(function), args, atom, _pos(tree)
+            ast.Variable(str(result), _pos(result)),
+            str(function),
+            args,
+            atom,
+            _pos(tree),
+            colon is not None,
         )
 
     def constraint(self, tree: Tree) -> ast.Constraint:
@@ -108,10 +140,12 @@ class _ToAst(Transformer):  # type: ignore[type-arg]
 
     def string(self, tree: Tree) -> ast.Literal:
         token = _kids(tree)[0]
-        return ast.Literal(pyast.literal_eval(str(token)), _pos(token))
+        return ast.Literal(unescape(str(token)[1:-1]), _pos(token))
 
     def int(self, tree: Tree) -> ast.Literal:
         token = _kids(tree)[0]
+        if len(token) > 20 or not INT_MIN <= int(token) <= INT_MAX:  # DESIGN §2: 64-bit ints
+            raise ValueError(f"{token[:20]}{'...' if len(token) > 20 else ''} is not a 64-bit integer")
         return ast.Literal(int(token), _pos(token))
 
     def float(self, tree: Tree) -> ast.Literal:
@@ -119,16 +153,42 @@ class _ToAst(Transformer):  # type: ignore[type-arg]
         return ast.Literal(float(token), _pos(token))
 
 
+_TERMINALS = {
+    "COLON": "':'",
+    "TRANSIENT": "'transient'",
+    "NEXT": "'@next'",
+    "IMPLIES": "':-'",
+    "COMPARE": "a comparison",
+    "IDENT": "a name",
+    "STRING": "a string",
+    "SIGNED_INT": "an int",
+    "SIGNED_FLOAT": "a float",
+    "COMMA": "','",
+    "SOURCE": "'source'",
+    "LPAR": "'('",
+    "RPAR": "')'",
+    "DOT": "'.'",
+    "VIEW": "'view'",
+    "BANG": "'!'",
+    "__ANON_0": "':='",
+}
+
+
+def _is_end(err: UnexpectedInput) -> bool:
+    return isinstance(err, UnexpectedEOF) or (
+        isinstance(err, UnexpectedToken) and err.token.type == "$END"
+    )
+
+
 def _describe(err: UnexpectedInput) -> str:
+    if _is_end(err):
+        return "unexpected end of program"
     if isinstance(err, UnexpectedToken):
-        if err.token.type == "$END":
-            return "unexpected end of program"
-        expected = sorted(err.expected)[:6]
-        return f"unexpected {err.token.value!r}; expected one of {', '.join(expected)}"
+        expected = sorted({_TERMINALS.get(name, name) for name in err.expected})
+        value = err.token.value if len(err.token.value) <= 40 else err.token.value[:40] + "..."
+        return f"unexpected {value!r}; expected {' or '.join(expected)}"
     if isinstance(err, UnexpectedCharacters):
         return f"unexpected character {err.char!r}"
-    if isinstance(err, UnexpectedEOF):
-        return "unexpected end of program"
     return str(err)
 
 
@@ -137,8 +197,9 @@ def parse(text: str, filename: str = "<program>") -> ast.Program:
         tree = _parser().parse(text)
     except UnexpectedInput as err:
         line, column = err.line, err.column
-        if not isinstance(line, int) or line < 1:  # end of input: point past the last character
-            lines = text.splitlines() or [""]
+        if _is_end(err) or not isinstance(line, int) or line < 1:
+            # point just past the last character that is not white space
+            lines = source_lines(text.rstrip())
             line, column = len(lines), len(lines[-1]) + 1
         raise ProgramError(
             [Diagnostic(Position(line, column), _describe(err))], text, filename

@@ -228,3 +228,24 @@ def test_random_text_never_crashes(text: str) -> None:
         compile_program(text)
     except ProgramError as err:
         assert err.render()
+
+
+def test_aggregate_forms() -> None:
+    """Built-in and user-defined aggregates take any number of variables; the colon before
+    the atom may be missing (the spec's own §2.5.3 typo), which validation then reports."""
+    text = (
+        "q(m: M) :- M := median A B : r(a: A, b: B), N := count : r(), "
+        "S := sum V r(v: V), C := r(a: 1)."
+    )
+    median, count, total, content = parse(text).rules[0].body
+    assert isinstance(median, ast.Aggregate) and median.function == "median"
+    assert [v.name for v in median.arguments] == ["A", "B"] and median.colon
+    assert isinstance(count, ast.Aggregate) and count.arguments == () and count.colon
+    assert isinstance(total, ast.Aggregate) and not total.colon and total.atom.relation == "r"
+    assert isinstance(content, ast.CidBinding) and content.variable.name == "C"
+
+
+def test_syntax_error_names_what_was_expected() -> None:
+    with pytest.raises(ProgramError) as info:
+        parse("q(a: 1) r")
+    assert info.value.diagnostics[0].message == "unexpected 'r'; expected ',' or '.' or ':-' or '@next'"
