@@ -2,7 +2,16 @@
 
 Columns are named; a rule's columns are its variable names. Every expression
 knows its schema, so the circuit builder can trace a key column back to the
-columns of its inputs (key provenance).
+columns of its inputs (key provenance). Relations are sets, but intermediate
+expressions may carry multiplicities (a projection of a set is a bag): every
+derived relation ends in a Distinct, and the operators whose result depends on
+multiplicities say how they treat them (AntiJoin, Aggregate).
+
+The operators: Scan (a relation), Recur (a relation of the enclosing recursive
+stratum), CidExtend, Select, Project (projection, rename and constant columns),
+Join (natural join; a product when no column is shared), SemiJoin, AntiJoin,
+Difference, Aggregate, Union, Distinct, Unit, and for a recursive stratum
+Fixpoint (the stratum's loop) with Recursive (one of its relations).
 """
 
 from __future__ import annotations
@@ -10,6 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .ast import Constant
+
+CID_COLUMN = "$CID"
 
 
 @dataclass(frozen=True)
@@ -34,10 +45,35 @@ class Compare:
 
 @dataclass(frozen=True)
 class Scan:
-    """All attributes of a relation (a source, or a derived relation by reference)."""
+    """All attributes of a relation: a source, a hidden `p@next` relation, or a derived
+    relation by reference (the builder builds its expression in place)."""
 
     relation: str
     schema: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Recur:
+    """Inside a Fixpoint's bodies: the current value of one of the fixpoint's relations."""
+
+    relation: str
+    schema: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CidExtend:
+    """Each row of `input` (a Scan or Recur, so every attribute is there) extended with the
+    column `$CID`: the tuple's content id, computed from `relation` and all its attributes."""
+
+    input: Scan | Recur
+
+    @property
+    def relation(self) -> str:
+        return self.input.relation
+
+    @property
+    def schema(self) -> tuple[str, ...]:
+        return self.input.schema + (CID_COLUMN,)
 
 
 @dataclass(frozen=True)
@@ -64,7 +100,8 @@ class Project:
 
 @dataclass(frozen=True)
 class Join:
-    """Natural join on the shared column names; a product when none are shared."""
+    """Natural join on the shared column names; a product when none are shared.
+    The weight of an output row is the product of its two rows' weights."""
 
     left: Expr
     right: Expr
@@ -79,18 +116,85 @@ class Join:
 
 
 @dataclass(frozen=True)
+class SemiJoin:
+    """The rows of `left` that match a row of `right`, whose columns are all `left`'s.
+
+    A join that adds no column: a row's weight is multiplied by its matches' (a bag;
+    the Distinct above makes it a set again)."""
+
+    left: Expr
+    right: Expr
+
+    def __post_init__(self) -> None:
+        assert set(self.right.schema) <= set(self.left.schema), (self.left.schema, self.right.schema)
+
+    @property
+    def on(self) -> tuple[str, ...]:
+        return self.right.schema
+
+    @property
+    def schema(self) -> tuple[str, ...]:
+        return self.left.schema
+
+
+@dataclass(frozen=True)
+class AntiJoin:
+    """The rows of `left` that match NO row of `right` (whose columns are all `left`'s).
+
+    `left` rows keep their weights; `right` is read as a set (a key matches when its
+    total weight is positive), so a bag on the right does not change the answer."""
+
+    left: Expr
+    right: Expr
+
+    def __post_init__(self) -> None:
+        assert set(self.right.schema) <= set(self.left.schema), (self.left.schema, self.right.schema)
+
+    @property
+    def on(self) -> tuple[str, ...]:
+        return self.right.schema
+
+    @property
+    def schema(self) -> tuple[str, ...]:
+        return self.left.schema
+
+
+@dataclass(frozen=True)
+class Difference:
+    """`left` less `right`, weight by weight (both of one schema, in the same column order)."""
+
+    left: Expr
+    right: Expr
+
+    def __post_init__(self) -> None:
+        assert self.left.schema == self.right.schema, (self.left.schema, self.right.schema)
+
+    @property
+    def schema(self) -> tuple[str, ...]:
+        return self.left.schema
+
+
+@dataclass(frozen=True)
 class Aggregate:
     """Each body row extended with `function` over the atom rows of its group.
 
-    `group` are the columns body and atom share. PomoRA leaves aggregation
-    undefined; ours is clingo's: count and sum of an empty group are 0, min and
-    max of an empty group yield no row.
+    PomoRA leaves aggregation undefined; ours is clingo's. `group` are the columns
+    body and atom share, and the atom has exactly the group columns and the
+    aggregated `values` (its local variables are projected away, so an atom row is
+    counted once per distinct tuple of the relation that matches it):
+
+    - count: the number of matching tuples (`values` is empty); sum: the sum of the
+      value over them; min, max: the least/greatest value;
+    - a user-defined aggregate: its function of the group's distinct `values` tuples
+      (sorted), which returns a value or None for "no result";
+    - an empty group: count and sum give 0, min and max no result (the body row is
+      dropped), a user-defined aggregate whatever its function gives for [].
     """
 
     body: Expr
     atom: Expr
     function: str
-    value: str | None
+    values: tuple[str, ...]
     result: str
 
     @property
@@ -104,6 +208,8 @@ class Aggregate:
 
 @dataclass(frozen=True)
 class Union:
+    """The sum of the inputs (same column order)."""
+
     inputs: tuple[Expr, ...]
 
     @property
@@ -129,4 +235,69 @@ class Unit:
         return ()
 
 
-Expr = Scan | Select | Project | Join | Aggregate | Union | Distinct | Unit
+@dataclass(frozen=True, eq=False)
+class Fixpoint:
+    """A recursive stratum (pomo_logic §3: its assignments wrapped in a loop).
+
+    `bodies[i]` computes `relations[i]` from the stratum's relations (read through
+    Recur) and lower strata; the fixpoint is the least one reached by iterating all
+    bodies from empty relations. Compared by identity: one stratum, one loop.
+    """
+
+    relations: tuple[str, ...]
+    bodies: tuple[Expr, ...]
+
+    def schema_of(self, relation: str) -> tuple[str, ...]:
+        return self.bodies[self.relations.index(relation)].schema
+
+
+@dataclass(frozen=True)
+class Recursive:
+    """The fixed point's value of one relation of a Fixpoint."""
+
+    fixpoint: Fixpoint
+    relation: str
+
+    @property
+    def schema(self) -> tuple[str, ...]:
+        return self.fixpoint.schema_of(self.relation)
+
+
+Expr = (
+    Scan
+    | Recur
+    | CidExtend
+    | Select
+    | Project
+    | Join
+    | SemiJoin
+    | AntiJoin
+    | Difference
+    | Aggregate
+    | Union
+    | Distinct
+    | Unit
+    | Recursive
+)
+
+
+def children(expr: Expr) -> tuple[Expr, ...]:
+    """The direct sub-expressions of `expr` (a Recursive's fixpoint is not one: it is shared)."""
+    if isinstance(expr, (Select, Project, Distinct)):
+        return (expr.input,)
+    if isinstance(expr, CidExtend):
+        return (expr.input,)
+    if isinstance(expr, (Join, SemiJoin, AntiJoin, Difference)):
+        return (expr.left, expr.right)
+    if isinstance(expr, Aggregate):
+        return (expr.body, expr.atom)
+    if isinstance(expr, Union):
+        return expr.inputs
+    return ()
+
+
+def mentions_recur(expr: Expr) -> bool:
+    """Whether `expr` reads a relation of its enclosing fixpoint (a Recur)."""
+    if isinstance(expr, Recur):
+        return True
+    return any(mentions_recur(child) for child in children(expr))

@@ -1,0 +1,44 @@
+"""Extend: each row with one more column, computed by a pure function of the row.
+
+The planner uses it to append a tuple's content id (`C := atom`).
+
+Contract:
+- Linear, stateless: a row of weight w becomes `row + (fn(row),)` of weight w.
+- `fn` must be pure (same row, same value), or a retraction would not cancel
+  the insertion it undoes.
+- Upquery: when the asked columns do not include the computed one, they are
+  asked of the input unchanged (a missing key is the input's business); when
+  they do, the value cannot be inverted, so the whole input is asked for
+  (`cols=()`) and the answer filtered: the input must then be full.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+
+from ..keyed_state import Key, Row
+from ..node import Node, select_keys
+from ..zset import ZSet
+
+
+class Extend(Node):
+    def __init__(self, parent: Node, name: str, fn: Callable[[Row], object], label: str = "") -> None:
+        super().__init__(parent.schema + (name,), (parent,))
+        self.fn = fn
+        self.label = label
+
+    def apply(self, row: Row) -> Row:
+        return row + (self.fn(row),)
+
+    def on_delta(self, port: int, delta: ZSet[Row]) -> ZSet[Row]:
+        return delta.map(self.apply)
+
+    def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
+        computed = len(self.schema) - 1
+        if computed not in cols:
+            return self.inputs[0].query(cols, keys).map(self.apply)
+        everything = self.inputs[0].query((), [()]).map(self.apply)
+        return select_keys(everything, cols, set(keys))
+
+    def describe(self) -> str:
+        return f"Extend({self.schema[-1]}{': ' + self.label if self.label else ''})"
