@@ -33,7 +33,7 @@ from pomoview.dataflow.keyed_state import Key, Row
 from pomoview.dataflow.node import Fetch, FetchPending
 from pomoview.dataflow.zset import ZSet
 from pomoview.planner.compile import CompiledProgram, compile_program
-from pomoview.planner.errors import ProgramError
+from pomoview.planner.errors import Diagnostic, ProgramError
 
 from . import bulk_load
 from .errors import (
@@ -121,6 +121,29 @@ def _typed_tuple(row: TypedRow, schema: SourceSchema, where: str) -> Tuple_:
     return tuple(_coerce(row[a], t, f"{where}: attribute {a!r}") for a, t in schema)
 
 
+def _refuse_time_features(program: CompiledProgram, filename: str) -> None:
+    """Refuses `@next` rules and transient sources, with their positions.
+
+    The planner and the in-process engine run them, but the server cannot yet: the hidden
+    `p@next` relations would need their own durable state (they depend on the whole history,
+    not on the sources at one epoch), and a transient source's tuples would have to leave the
+    store and the circuits at the next epoch.
+    """
+    diagnostics = [
+        Diagnostic(rule.position, "an inductive rule (@next) is not served by the server yet")
+        for relation in program.relations.values()
+        for rule in relation.rules
+        if rule.inductive
+    ] + [
+        Diagnostic(relation.position, "a transient source is not served by the server yet")
+        for relation in program.relations.values()
+        if relation.transient
+    ]
+    if diagnostics:
+        diagnostics.sort(key=lambda d: (d.position.line, d.position.column))
+        raise ProgramError(diagnostics, program.text, filename, unsupported=True)
+
+
 class Scheduler:
     def __init__(
         self,
@@ -200,6 +223,7 @@ class Scheduler:
     def install(self, text: str, filename: str = "<program>") -> CompiledProgram:
         try:
             program = compile_program(text, filename)
+            _refuse_time_features(program, filename)
         except ProgramError as err:
             raise (Unimplemented if err.unsupported else InvalidArgument)(str(err)) from None
         with self._write_lock:

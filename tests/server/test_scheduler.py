@@ -15,6 +15,7 @@ from pomoview.server.errors import (
     NotFound,
     OutOfRange,
     ResourceExhausted,
+    Unimplemented,
 )
 from pomoview.server.scheduler import Scheduler
 
@@ -93,6 +94,27 @@ def test_refusals_change_nothing(tmp_path: Path, spark: Any) -> None:
         assert s.durable_epoch == epoch
         assert s.lookup("v", [row(x=1)], min_epoch=epoch)[0] == [[{"x": 1, "n": 0}]]
         assert s.lookup("v", [row(x=2)])[0] == [[]]
+    finally:
+        s.stop()
+
+
+def test_time_features_are_refused_with_positions_and_change_nothing(tmp_path: Path, spark: Any) -> None:
+    s = make(tmp_path, spark)
+    try:
+        s.install(PROGRAM_B)
+        program = (
+            "transient source clicks(id: int).\n"
+            "source start(id: int).\n"
+            "box(id: I, on: false) :- start(id: I).\n"
+            "box(id: I, on: S)@next :- box(id: I, on: S), !clicks(id: I).\n"
+        )
+        with pytest.raises(Unimplemented) as refused:
+            s.install(program, "box.pomo")
+        message = str(refused.value)
+        assert "box.pomo:1:1: error: a transient source is not served by the server yet" in message
+        assert "box.pomo:4:1: error: an inductive rule (@next) is not served by the server yet" in message
+        epoch = s.write([("b", [row(x=2)], [])])
+        assert s.lookup("w", [row(x=2)], min_epoch=epoch)[0] == [[{"x": 2}]]
     finally:
         s.stop()
 
