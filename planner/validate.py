@@ -173,6 +173,34 @@ def _stratify(relations: dict[str, Relation], errors: ErrorSink) -> list[Stratum
     return strata
 
 
+def _check_recursive_cids(
+    relations: dict[str, Relation], strata: list[Stratum], errors: ErrorSink
+) -> None:
+    """Refuses `C := atom` over a relation of the rule's own recursive stratum.
+
+    A CID is a new value for every new tuple, so a recursive rule that puts the CID of a
+    tuple of its own stratum into a head derives new tuples without end (pomo_logic §2.3
+    leaves this open: "we may want to constrain the use of content identifiers in mutually
+    recursive rules"). We refuse it rather than let the fixed point run until its limit.
+    """
+    for stratum in strata:
+        if not stratum.recursive:
+            continue
+        members = set(stratum.relations)
+        for name in stratum.relations:
+            for rule in relations[name].rules:
+                if rule.inductive:
+                    continue
+                for lit in rule.body:
+                    if isinstance(lit, ast.CidBinding) and lit.atom.relation in members:
+                        errors.error(
+                            lit.position,
+                            f"the content id of {lit.atom.relation!r} is taken inside its own "
+                            f"recursive stratum ({', '.join(sorted(members))}): every new tuple "
+                            "would have a new id, so the recursion would never end",
+                        )
+
+
 def _positive_atoms(rule: ast.Rule) -> list[ast.Atom]:
     return [
         lit if isinstance(lit, ast.Atom) else lit.atom
@@ -545,6 +573,7 @@ def validate(
     relations = _check_sources(program, errors)
     _collect_heads(program, relations, errors)
     strata = _stratify(relations, errors)
+    _check_recursive_cids(relations, strata, errors)
     order = [name for stratum in strata for name in stratum.relations]
     instantaneous = _instantaneous(relations)
     rules = [rule for name in order for rule in relations[name].rules]

@@ -208,6 +208,12 @@ ERRORS: dict[str, tuple[str, int, int, str]] = {
         "missing ':' between the aggregate and its atom",
     ),
     "unknown type cid spelled wrong": ("source r(a: CID).", 1, 13, "unknown type 'CID'"),
+    "content id inside its own recursive stratum": (
+        "source s(c: cid).\np(c: C) :- s(c: C).\np(c: D) :- D := p(c: C).",
+        3,
+        12,
+        "the content id of 'p' is taken inside its own recursive stratum (p)",
+    ),
 }
 
 
