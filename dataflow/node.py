@@ -50,10 +50,20 @@ def active(value: Value | None) -> bool:
         return True
     return bool(value)
 
-# (source name, attribute names, keys) -> the source's present tuples whose
-# attributes equal one of the keys, at the current epoch. An empty attribute
-# list with the key () asks for the whole source. It may raise FetchPending.
-Fetch = Callable[[str, tuple[str, ...], list[Key]], Iterable[Row]]
+# Constant equality selections on a source: (attribute, value) pairs, all of which must
+# hold (attribute == value); () selects every tuple.
+Filters = tuple[tuple[str, Any], ...]
+
+# (source name, attribute names, keys, filters) -> the source's present tuples whose
+# attributes equal one of the keys and that match every filter, at the current epoch.
+# An empty attribute list with the key () asks for the whole source (of what the
+# filters select). It may raise FetchPending.
+Fetch = Callable[[str, tuple[str, ...], list[Key], Filters], Iterable[Row]]
+
+
+def matches(row: Row, positions: tuple[tuple[int, Any], ...]) -> bool:
+    """Whether `row` holds every (column position, value) equality."""
+    return all(row[i] == value for i, value in positions)
 
 
 class FetchPending(Exception):  # noqa: N818 (a signal, not an error)
@@ -64,11 +74,15 @@ class FetchPending(Exception):  # noqa: N818 (a signal, not an error)
     gets the answer ready and runs the lookup again.
     """
 
-    def __init__(self, source: str, columns: tuple[str, ...], keys: list[Key]) -> None:
-        super().__init__(f"fetch {source} by {columns} for {len(keys)} key(s)")
+    def __init__(
+        self, source: str, columns: tuple[str, ...], keys: list[Key], filters: Filters = ()
+    ) -> None:
+        where = f" where {filters}" if filters else ""
+        super().__init__(f"fetch {source} by {columns} for {len(keys)} key(s){where}")
         self.source = source
         self.columns = columns
         self.keys = keys
+        self.filters = filters
 
 
 @dataclass

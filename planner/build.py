@@ -31,14 +31,15 @@ the child hydrates with the circuit (Circuit.hydrate calls Child.hydrate).
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 from pomoview.dataflow.aggregates import NO_VALUE, UserAggregate, make
 from pomoview.dataflow.circuit import Circuit
 from pomoview.dataflow.keyed_state import Row
-from pomoview.dataflow.node import Fetch, Node, project
+from pomoview.dataflow.node import Fetch, Filters, Node, project
 from pomoview.dataflow.operators.aggregate import Aggregate
 from pomoview.dataflow.operators.aggregate_join import AggregateJoin
 from pomoview.dataflow.operators.antijoin import AntiJoin
@@ -112,6 +113,11 @@ def _predicate(
             return False
 
     return accept
+
+
+def _without_cid(key: Key) -> Key:
+    """The key a content id extension passes to its input (None unless it lacks the id)."""
+    return key if key is None or ra.CID_COLUMN not in key else None
 
 
 def _sorted_values(values: set[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
@@ -206,13 +212,7 @@ class CircuitBuilder:
                     return self.build(self.exprs[expr.relation], key)
                 finally:
                     self._building.discard(expr.relation)
-            return SourceIndex(
-                expr.relation,
-                expr.schema,
-                _positions(expr.schema, key or ()),
-                self.fetch,
-                partial=key is not None,
-            )
+            return self._source_index(expr, key, ())
         if isinstance(expr, ra.Recursive):
             # Full whatever the key: the node below upqueries the child's totals.
             child = self.child(expr.fixpoint)
@@ -222,6 +222,27 @@ class CircuitBuilder:
             parent = self.build(expr.input, inner)
             return Extend(parent, ra.CID_COLUMN, _row_cid(expr.relation, expr.input.schema), expr.relation)
         if isinstance(expr, ra.Select):
+            pushed = self._pushable(expr)
+            if pushed:
+                # `attr == constant` over a source: the SourceIndex (and its fetches) select
+                # the matching tuples; the other predicates stay in a Filter above it.
+                filters = tuple(dict.fromkeys(pushed.values()))
+                scan = expr.input
+                below: Node
+                if isinstance(scan, ra.CidExtend):
+                    assert isinstance(scan.input, ra.Scan)
+                    index = self._source_index(scan.input, _without_cid(key), filters)
+                    below = Extend(
+                        index, ra.CID_COLUMN, _row_cid(scan.relation, scan.input.schema), scan.relation
+                    )
+                else:
+                    assert isinstance(scan, ra.Scan)
+                    below = self._source_index(scan, key, filters)
+                rest = tuple(p for p in expr.predicates if p not in pushed)
+                if not rest:
+                    return below
+                label = " and ".join(f"{p.left} {p.op} {p.right}" for p in rest)
+                return Filter(below, _predicate(expr.schema, rest), label)
             label = " and ".join(f"{p.left} {p.op} {p.right}" for p in expr.predicates)
             return Filter(
                 self.build(expr.input, key), _predicate(expr.schema, expr.predicates), label
@@ -285,6 +306,46 @@ class CircuitBuilder:
         if isinstance(expr, ra.Unit):
             return Unit()
         raise AssertionError(f"cannot build {type(expr).__name__} at the root: {expr!r}")
+
+    def _is_source(self, expr: ra.Expr) -> TypeGuard[ra.Scan]:
+        """Whether `expr` is a Scan built as a SourceIndex (a source or a hidden relation)."""
+        return isinstance(expr, ra.Scan) and (
+            expr.relation in self.hidden or self.relations[expr.relation].kind != "derived"
+        )
+
+    def _pushable(self, expr: ra.Select) -> dict[ra.Compare, tuple[str, Any]]:
+        """The predicates of `expr` of the form `attribute == constant` on a source's own
+        attribute, each with its (attribute, constant) filter, when `expr` selects from a
+        source Scan (or its content id extension)."""
+        scan = expr.input.input if isinstance(expr.input, ra.CidExtend) else expr.input
+        if not self._is_source(scan):
+            return {}
+        pushed: dict[ra.Compare, tuple[str, Any]] = {}
+        for p in expr.predicates:
+            left, right = p.left, p.right
+            if isinstance(left, ra.Const) and isinstance(right, ra.Col):
+                left, right = right, left
+            if (
+                p.op == "=="
+                and isinstance(left, ra.Col)
+                and isinstance(right, ra.Const)
+                and left.name in scan.schema
+                and all(a != left.name for a, _ in pushed.values())  # one constant per attribute
+                # NaN equals nothing in Python but itself in Spark: leave it to a Filter.
+                and not (isinstance(right.value, float) and math.isnan(right.value))
+            ):
+                pushed[p] = (left.name, right.value)
+        return pushed
+
+    def _source_index(self, expr: ra.Scan, key: Key, filters: Filters) -> SourceIndex:
+        return SourceIndex(
+            expr.relation,
+            expr.schema,
+            _positions(expr.schema, key or ()),
+            self.fetch,
+            partial=key is not None,
+            filters=filters,
+        )
 
     @staticmethod
     def _map(parent: Node, expr: ra.Project) -> Map:

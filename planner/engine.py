@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 
 from pomoview.dataflow.circuit import Circuit
 from pomoview.dataflow.keyed_state import Key, Row
-from pomoview.dataflow.node import project
+from pomoview.dataflow.node import Filters, matches, project
 from pomoview.dataflow.zset import ZSet
 
 from .compile import AggregateFunction, CompiledProgram, compile_program
@@ -203,13 +203,16 @@ class Engine:
 
     # -- reads --------------------------------------------------------------------
 
-    def _fetch(self, source: str, names: tuple[str, ...], keys: list[Key]) -> Iterable[Row]:
+    def _fetch(
+        self, source: str, names: tuple[str, ...], keys: list[Key], filters: Filters
+    ) -> Iterable[Row]:
         attributes = self.program.hidden_sources.get(source)
         if attributes is None:
             attributes = tuple(self.program.relations[source].attributes)
-        rows = self.store[source]
+        tests = tuple((attributes.index(a), v) for a, v in filters)
+        rows = [row for row in self.store[source] if matches(row, tests)]
         if not names:
-            return list(rows)
+            return rows
         cols = tuple(attributes.index(n) for n in names)
         wanted = set(keys)
         return [row for row in rows if project(row, cols) in wanted]

@@ -44,11 +44,20 @@ class LogTail:
         through: int,
         positions: Sequence[int],
         keys: Collection[tuple[Value, ...]],
+        filters: Sequence[tuple[int, Value]] = (),
     ) -> set[Tuple_]:
-        """`snapshot` (the source at `snapshot_version`, restricted to `keys`) advanced to `through`."""
+        """`snapshot` (the source at `snapshot_version`, restricted to `keys` and to the tuples
+        whose column at each position of `filters` equals its value) advanced to `through`;
+        the logged operations are restricted alike."""
         assert snapshot_version >= self.base, "the tail no longer holds the writes after the snapshot"
         present = set(snapshot)
         wanted = set(keys)
+
+        def selected(t: Tuple_) -> bool:
+            return (not positions or tuple(t[i] for i in positions) in wanted) and all(
+                t[i] == v for i, v in filters
+            )
+
         for batch in self.batches:
             if batch.epoch <= snapshot_version:
                 continue
@@ -58,9 +67,9 @@ class LogTail:
             if change is None:
                 continue
             for t in change.inserts:
-                if not positions or tuple(t[i] for i in positions) in wanted:
+                if selected(t):
                     present.add(t)
             for t in change.deletes:
-                if not positions or tuple(t[i] for i in positions) in wanted:
+                if selected(t):
                     present.discard(t)
         return present

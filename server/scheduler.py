@@ -30,7 +30,7 @@ from pathlib import Path
 
 from pomoview.dataflow.circuit import Circuit
 from pomoview.dataflow.keyed_state import Key, Row
-from pomoview.dataflow.node import Fetch, FetchPending
+from pomoview.dataflow.node import Fetch, FetchPending, Filters, matches
 from pomoview.dataflow.zset import ZSet
 from pomoview.planner.compile import CompiledProgram, compile_program
 from pomoview.planner.errors import Diagnostic, ProgramError
@@ -65,13 +65,15 @@ MAX_UPQUERY_ROUNDS = 64
 
 @dataclass(frozen=True)
 class Prefetched:
-    """A keyed Spark job's answer: `source` at store `version`, restricted to `keys`."""
+    """A keyed Spark job's answer: `source` at store `version`, restricted to `keys` and to
+    the tuples matching `filters` (attribute == value)."""
 
     source: str
     columns: tuple[str, ...]
     keys: frozenset[Key]
     version: int
     tuples: list[Tuple_]
+    filters: Filters = ()
 
 
 @dataclass
@@ -369,24 +371,30 @@ class Scheduler:
         stale (`version < base`) and are fetched again.
         """
 
-        def fetch(source: str, cols: tuple[str, ...], keys: list[Key]) -> Iterable[Row]:
+        def fetch(
+            source: str, cols: tuple[str, ...], keys: list[Key], filters: Filters
+        ) -> Iterable[Row]:
             wanted = set(keys)
             for answer in answers:
                 if (
                     answer.source == source
                     and answer.columns == cols
                     and wanted <= answer.keys
+                    and set(answer.filters) <= set(filters)
                     and answer.version >= self.tail.base
                 ):
                     schema = [a for a, _ in self._require_program().source_schema(source)]
                     positions = [schema.index(c) for c in cols]
+                    tests = tuple((schema.index(a), v) for a, v in filters)
                     tuples = answer.tuples
                     if wanted != answer.keys:
                         tuples = [t for t in tuples if tuple(t[i] for i in positions) in wanted]
+                    if set(answer.filters) != set(filters):
+                        tuples = [t for t in tuples if matches(t, tests)]
                     return self.tail.overlay(
-                        source, tuples, answer.version, self.applied_epoch, positions, keys
+                        source, tuples, answer.version, self.applied_epoch, positions, keys, tests
                     )
-            raise FetchPending(source, cols, keys)
+            raise FetchPending(source, cols, keys, filters)
 
         return fetch
 
@@ -396,12 +404,16 @@ class Scheduler:
         with self._counter_lock:
             self.counters.spark_jobs += 1
         try:
-            version, tuples = self.store.fetch(pending.source, pending.columns, pending.keys, at=pin)  # type: ignore[arg-type]
+            version, tuples = self.store.fetch(
+                pending.source, pending.columns, pending.keys, dict(pending.filters), at=pin  # type: ignore[arg-type]
+            )
         except Exception as err:
             # Nothing is filled: the circuit saw only FetchPending, so the states that asked
             # stay missing and the next lookup runs the job again.
             raise Unavailable(self._spark_failure(pending.source, err)) from err
-        return Prefetched(pending.source, pending.columns, frozenset(pending.keys), version, tuples)
+        return Prefetched(
+            pending.source, pending.columns, frozenset(pending.keys), version, tuples, pending.filters
+        )
 
     def _spark_failure(self, source: str, err: Exception) -> str:
         """The reason a keyed Spark job on `source` failed; if the Spark session died with it,

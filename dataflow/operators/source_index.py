@@ -1,14 +1,18 @@
 """SourceIndex: an in-memory slice of a base relation, keyed by some of its columns.
 
 Contract:
+- Filters: optional constant equality selections, (attribute, value) pairs that
+  must all hold (`()` = none). The index stands for "the tuples of the source
+  matching the filters": an operation on a tuple failing them is ignored (it is
+  not part of the output), and every fetch passes them to the `Fetch` callback.
 - Input: the write batch's operations on the source, as a ZSet of tuples with
-  weight +1 (insert) or -1 (delete). Output: the exact set delta, so that
-  inserting a present tuple or deleting an absent one emits nothing.
+  weight +1 (insert) or -1 (delete). Output: the exact set delta of the matching
+  tuples, so that inserting a present tuple or deleting an absent one emits nothing.
 - Not linear: the output depends on which tuples are present.
-- State: the present tuples of each key (the key columns' values).
+- State: the present matching tuples of each key (the key columns' values).
 - Missing key: the operation is dropped (the source store keeps it); an upquery
-  for the key fetches the tuples present now through the `Fetch` callback.
-- Full mode: hydrated with one fetch of the whole source.
+  for the key fetches the matching tuples present now through the `Fetch` callback.
+- Full mode: hydrated with one fetch of the whole source (of what the filters select).
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from ..keyed_state import Key, Row
-from ..node import Fetch, KeyedNode, group_by_key, project, select_keys
+from ..node import Fetch, Filters, KeyedNode, group_by_key, matches, project, select_keys
 from ..zset import ZSet
 
 
@@ -31,14 +35,19 @@ class SourceIndex(KeyedNode):
         fetch: Fetch,
         *,
         partial: bool,
+        filters: Filters = (),
     ) -> None:
         super().__init__(attributes, (), key_cols, partial=partial)
         self.source = source
         self.fetch = fetch
+        self.filters: Filters = tuple(filters)
+        self._tests = tuple((attributes.index(a), v) for a, v in self.filters)
 
     def on_delta(self, port: int, delta: ZSet[Row]) -> ZSet[Row]:
         out: ZSet[Row] = ZSet()
         for row, op in delta.items():
+            if self._tests and not matches(row, self._tests):
+                continue
             key = project(row, self.key_cols)
             group = self.state.get(key)
             if group is None:
@@ -57,7 +66,7 @@ class SourceIndex(KeyedNode):
         if self.state.partial:
             return
         self.metrics.fetches += 1
-        for row in self.fetch(self.source, (), [()]):
+        for row in self.fetch(self.source, (), [()], self.filters):
             self.state.add(project(row, self.key_cols), row, 1)
 
     def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
@@ -68,9 +77,8 @@ class SourceIndex(KeyedNode):
         if missing:
             names = tuple(self.schema[c] for c in cols)
             self.metrics.fetches += 1
-            fetched = group_by_key(
-                ((tuple(row), 1) for row in self.fetch(self.source, names, missing)), cols, missing
-            )
+            rows = self.fetch(self.source, names, missing, self.filters)
+            fetched = group_by_key(((tuple(row), 1) for row in rows), cols, missing)
             for key, rows in fetched.items():
                 self.state.fill(key, rows)
             self.metrics.filled_keys += len(missing)
@@ -85,4 +93,5 @@ class SourceIndex(KeyedNode):
     def describe(self) -> str:
         mode = "partial" if self.partial else "full"
         keys = tuple(self.schema[c] for c in self.key_cols)
-        return f"SourceIndex({self.source} by {keys}, {mode})"
+        where = "".join(f", {a} == {v!r}" for a, v in self.filters)
+        return f"SourceIndex({self.source} by {keys}{where}, {mode})"

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from pomoview.dataflow.circuit import Circuit
 from pomoview.dataflow.keyed_state import Key, Row
-from pomoview.dataflow.node import Node, project
+from pomoview.dataflow.node import Filters, Node, matches, project
 from pomoview.dataflow.operators.source_index import SourceIndex
 from pomoview.dataflow.zset import ZSet
 
@@ -26,12 +26,21 @@ class Store:
         self.schemas = schemas
         self.data: dict[str, set[Row]] = {name: set() for name in schemas}
         self.fetches: list[tuple[str, tuple[str, ...], list[Key]]] = []
+        self.filters: list[Filters] = []  # the filters of each fetch, in order
 
-    def fetch(self, source: str, names: tuple[str, ...], keys: list[Key]) -> Iterable[Row]:
+    def fetch(
+        self, source: str, names: tuple[str, ...], keys: list[Key], filters: Filters = ()
+    ) -> Iterable[Row]:
         self.fetches.append((source, names, list(keys)))
+        self.filters.append(filters)
         cols = tuple(self.schemas[source].index(n) for n in names)
+        tests = tuple((self.schemas[source].index(a), v) for a, v in filters)
         wanted = set(keys)
-        return [row for row in self.data[source] if project(row, cols) in wanted]
+        return [
+            row
+            for row in self.data[source]
+            if project(row, cols) in wanted and matches(row, tests)
+        ]
 
     def apply(self, batch: Batch) -> dict[str, ZSet[Row]]:
         """Applies the batch to the sets; returns the ops as ZSets for Circuit.step."""
@@ -45,8 +54,16 @@ class Store:
             changes[source] = ZSet(ops)
         return changes
 
-    def index(self, source: str, key_cols: tuple[int, ...], fetch_partial: bool) -> SourceIndex:
-        return SourceIndex(source, self.schemas[source], key_cols, self.fetch, partial=fetch_partial)
+    def index(
+        self,
+        source: str,
+        key_cols: tuple[int, ...],
+        fetch_partial: bool,
+        filters: Filters = (),
+    ) -> SourceIndex:
+        return SourceIndex(
+            source, self.schemas[source], key_cols, self.fetch, partial=fetch_partial, filters=filters
+        )
 
 
 class Collect(Node):

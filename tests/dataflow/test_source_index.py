@@ -6,6 +6,7 @@ from dataflow_harness import Driver, Store, epochs, touches_missing
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pomoview.dataflow.operators.filter import Filter
 from pomoview.dataflow.zset import ZSet
 
 SCHEMAS = {"r": ("a", "b")}
@@ -80,3 +81,65 @@ def test_random_batches_partial(history: list) -> None:
         assert (driver.dropped > dropped) == missing
         driver.fill(lookups)
         driver.check()
+
+
+# -- constant filters ---------------------------------------------------------------
+
+
+def filtered_reference(store: Store) -> ZSet:
+    return ZSet({row: 1 for row in store.data["r"] if row[1] == 1})
+
+
+def test_filters_go_to_the_fetch_and_select_the_deltas() -> None:
+    store = Store(SCHEMAS)
+    store.data["r"] |= {(1, 1), (1, 2), (2, 1)}
+    index = store.index("r", (0,), fetch_partial=True, filters=(("b", 1),))
+    assert index.query((0,), [(1,), (3,)]) == ZSet({(1, 1): 1})
+    assert store.fetches == [("r", ("a",), [(1,), (3,)])]
+    assert store.filters == [(("b", 1),)]
+    # a row failing the filter is not part of the output, present key or not
+    assert index.on_delta(0, ZSet({(1, 3): 1, (3, 2): 1, (5, 2): 1})) == ZSet()
+    assert index.metrics.dropped == 0
+    assert index.on_delta(0, ZSet({(3, 1): 1, (1, 1): -1, (5, 1): 1})) == ZSet({(3, 1): 1, (1, 1): -1})
+    assert index.metrics.dropped == 1
+    full = store.index("r", (0,), fetch_partial=False, filters=(("b", 1),))
+    full.hydrate()
+    assert store.fetches[-1] == ("r", (), [()])
+    assert store.filters[-1] == (("b", 1),)
+    assert full.query((), [()]) == ZSet({(1, 1): 1, (2, 1): 1})  # the store, not the deltas
+    assert "b == 1" in full.describe()
+
+
+@SETTINGS
+@given(epochs(("r",)), st.booleans())
+def test_random_batches_filtered_matches_unfiltered_then_filter(
+    history: list, partial: bool
+) -> None:
+    """A SourceIndex with the filter b == 1 gives the output of the unfiltered index with
+    a Filter b == 1 above it, and both the filtered source."""
+    key_cols = (0,) if partial else None
+    stores = [Store(SCHEMAS), Store(SCHEMAS)]
+    for store in stores:
+        store.apply(history[0][0])
+    filtered = stores[0].index("r", (0,), partial, filters=(("b", 1),))
+    reference_top = Filter(stores[1].index("r", (0,), partial), lambda row: row[1] == 1)
+    drivers = [
+        Driver(stores[0], filtered, filtered_reference, key_cols=key_cols),
+        Driver(stores[1], reference_top, filtered_reference, key_cols=key_cols),
+    ]
+    for batch, lookups in history[1:]:
+        for driver in drivers:
+            driver.step(batch)
+        got, want = (ZSet[tuple]() for _ in drivers)
+        for delta in drivers[0].sink.deltas:
+            got.extend(delta)
+        for delta in drivers[1].sink.deltas:
+            want.extend(delta)
+        assert got == want
+        if partial:
+            answers = [driver.fill(lookups) for driver in drivers]
+            assert answers[0] == answers[1]
+        for driver in drivers:
+            driver.check()
+    assert all(f == (("b", 1),) for f in stores[0].filters)
+    assert all(f == () for f in stores[1].filters)

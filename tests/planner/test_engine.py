@@ -481,6 +481,36 @@ def test_a_key_through_an_antijoin_keeps_partial_state() -> None:
     assert engine.read("r") == {(x, y) for x, y in a | {(2, 5)} if x != 2}
 
 
+def test_constants_of_an_atom_select_at_the_source_index() -> None:
+    """`kind: "up"` becomes the SourceIndex's filter (no Filter node stays above it); a
+    content id extension and a comparison with a variable keep working over it."""
+    from pomoview.dataflow.operators.filter import Filter
+    from pomoview.dataflow.operators.source_index import SourceIndex
+
+    engine = Engine(
+        'source a(x: int, y: int, kind: string).\n'
+        'r(x: X, y: Y) :- a(x: X, y: Y, kind: "up").\n'
+        's(x: X, c: C) :- C := a(x: X, y: X, kind: "up").\n'
+    )
+    kinds = ("up", "down")
+    rows = {(x, y, kinds[(x * y) % 2]) for x in range(4) for y in range(4)}
+    engine.write({"a": [{"x": x, "y": y, "kind": k} for x, y, k in rows]})
+    assert engine.lookup("r", {"x": 1}) == {(1, y) for x, y, k in rows if x == 1 and k == "up"}
+    circuit = engine.readers[("r", ("x",))]
+    [index] = [n for n in circuit.nodes if isinstance(n, SourceIndex)]
+    assert index.filters == (("kind", "up"),) and index.partial, circuit.explain()
+    assert not any(isinstance(n, Filter) for n in circuit.nodes), circuit.explain()
+    gone, added = (1, 1, "down"), {(1, 5, "up"), (1, 6, "down")}
+    engine.write({"a": [{"x": x, "y": y, "kind": k} for x, y, k in added]},
+                 delete={"a": [{"x": 1, "y": 1, "kind": "down"}, {"x": 1, "y": 3, "kind": "down"}]})
+    rows = (rows | added) - {gone, (1, 3, "down")}
+    for x in range(5):
+        assert engine.lookup("r", {"x": x}) == {(x, y) for a, y, k in rows if a == x and k == "up"}
+    assert {x for x, _ in engine.read("s")} == {x for x, y, k in rows if x == y and k == "up"}
+    [index] = [n for n in engine.readers[("s", ())].nodes if isinstance(n, SourceIndex)]
+    assert index.filters == (("kind", "up"),)
+
+
 # -- a recursion that never ends ---------------------------------------------------
 
 def test_a_recursion_past_its_iteration_bound_raises_and_the_engine_recovers(

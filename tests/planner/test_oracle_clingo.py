@@ -219,10 +219,17 @@ def solve(program: Program, store: dict[str, set[tuple]]) -> dict[str, set[tuple
 
 
 def make_fetch(store: dict[str, set[tuple]], program: Program):
-    def fetch(source: str, names: tuple[str, ...], keys: list[tuple]) -> list[tuple]:
+    def fetch(
+        source: str, names: tuple[str, ...], keys: list[tuple], filters: tuple = ()
+    ) -> list[tuple]:
         cols = [program.sources[source].index(n) for n in names]
+        tests = [(program.sources[source].index(a), v) for a, v in filters]
         wanted = set(keys)
-        return [row for row in store[source] if tuple(row[c] for c in cols) in wanted]
+        return [
+            row
+            for row in store[source]
+            if tuple(row[c] for c in cols) in wanted and all(row[i] == v for i, v in tests)
+        ]
 
     return fetch
 

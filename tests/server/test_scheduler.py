@@ -276,3 +276,67 @@ def test_concurrent_writers_are_applied_in_epoch_order(tmp_path: Path, spark: An
         assert s.stats().applied_epoch == max(epochs)
     finally:
         s.stop()
+
+
+PROGRAM_KIND = """
+source a(x: int, y: int, kind: string).
+view v(x).
+v(x: X, y: Y) :- a(x: X, y: Y, kind: "up").
+"""
+
+
+def test_a_constant_in_an_atom_filters_the_store_fetch_and_the_overlay(
+    tmp_path: Path, spark: Any
+) -> None:
+    s = make(tmp_path, spark)
+    try:
+        s.install(PROGRAM_KIND)
+        fetch = s.store.fetch
+        calls: list[tuple[str, tuple[str, ...], Any]] = []
+
+        def recording_fetch(source: str, columns: Any, keys: Any, filters: Any = None, **kw: Any) -> Any:
+            calls.append((source, tuple(columns), filters))
+            return fetch(source, columns, keys, filters, **kw)
+
+        s.store.fetch = recording_fetch  # type: ignore[method-assign]
+        present: set[tuple[int, int, str]] = set()
+
+        def write(inserts: list[tuple[int, int, str]], deletes: list[tuple[int, int, str]]) -> int:
+            present.difference_update(deletes)
+            present.update(inserts)
+            return s.write(
+                [
+                    (
+                        "a",
+                        [row(x=x, y=y, kind=k) for x, y, k in inserts],
+                        [row(x=x, y=y, kind=k) for x, y, k in deletes],
+                    )
+                ]
+            )
+
+        def expected(x: int) -> list[dict[str, int]]:
+            return sorted(({"x": x, "y": y} for px, y, k in present if px == x and k == "up"), key=str)
+
+        def check(keys: list[int], epoch: int) -> None:
+            answers = s.lookup("v", [row(x=x) for x in keys], min_epoch=epoch)[0]
+            for x, answer in zip(keys, answers, strict=True):
+                assert sorted(answer, key=str) == expected(x), x
+
+        kinds = ("up", "down", "side")
+        write([(x, y, kinds[(x + y) % 3]) for x in range(6) for y in range(4)], [])
+        epoch = write([], [(1, 2, "up"), (2, 0, "down")])
+        check([0, 1], epoch)  # filled before the flush
+        s.lookup("v", [row(x=0)], min_epoch=epoch)
+        assert s.flush() == epoch
+        # only in the log tail: the overlay must apply the filter to these too
+        epoch = write(
+            [(2, 7, "up"), (2, 8, "down"), (3, 9, "side"), (6, 1, "up"), (6, 2, "down")],
+            [(2, 1, "up"), (3, 0, "up"), (4, 0, "down")],
+        )
+        check([0, 1, 2, 3, 4, 5, 6, 7], epoch)
+        assert calls, "the lookups ran no store fetch"
+        assert all(source == "a" and filters == {"kind": "up"} for source, _, filters in calls), calls
+        epoch = write([(0, 5, "up"), (5, 5, "down")], [(0, 0, "up"), (0, 2, "side")])
+        check([0, 2, 5, 6], epoch)
+    finally:
+        s.stop()
