@@ -104,8 +104,43 @@ def _check_sources(program: ast.Program, errors: ErrorSink) -> dict[str, Relatio
     return relations
 
 
+def _order_aggregates(rule: ast.Rule) -> ast.Rule:
+    """The rule with its aggregates reordered so that one grouped by another's result comes
+    after it (pomo_logic §2.4: predicates may be reordered, and an aggregate waits until the
+    bindings it shares with the body are grounded). Other literals keep their places, and
+    so does every aggregate when there is nothing to reorder or the results form a cycle
+    (which the checks then report)."""
+    aggs = [lit for lit in rule.body if isinstance(lit, ast.Aggregate)]
+    if len(aggs) < 2:
+        return rule
+    bound: set[str] = set()
+    for lit in rule.body:
+        if isinstance(lit, ast.Atom):
+            bound |= {v.name for v in _variables(lit)}
+        elif isinstance(lit, ast.CidBinding):
+            bound |= {v.name for v in _variables(lit.atom)} | {lit.variable.name}
+    producer = {a.result.name: i for i, a in enumerate(aggs) if a.result.name not in bound}
+    needs = [
+        {producer[v.name] for v in _variables(a.atom) if v.name in producer and producer[v.name] != i}
+        for i, a in enumerate(aggs)
+    ]
+    order: list[int] = []
+    placed: set[int] = set()
+    while len(order) < len(aggs):
+        ready = [i for i in range(len(aggs)) if i not in placed and needs[i] <= placed]
+        if not ready:
+            return rule  # a cycle of results: left for the checks to report
+        order.append(ready[0])
+        placed.add(ready[0])
+    if order == list(range(len(aggs))):
+        return rule
+    queue = iter([aggs[i] for i in order])
+    body = tuple(next(queue) if isinstance(lit, ast.Aggregate) else lit for lit in rule.body)
+    return replace(rule, body=body)
+
+
 def _collect_heads(program: ast.Program, relations: dict[str, Relation], errors: ErrorSink) -> None:
-    for rule in program.rules:
+    for rule in map(_order_aggregates, program.rules):
         head = rule.head
         existing = relations.get(head.relation)
         if existing is not None and existing.kind == "source":

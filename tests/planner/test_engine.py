@@ -547,3 +547,22 @@ done(x: X) :- u(x: X).
     assert engine.read("p") == {(0, 1), (0, 2), (1, 2)}
     assert engine.read("copy") == set()
     assert engine.read("done") == {(1,), (2,)}  # carried by @next across the failed epoch
+
+
+def test_an_aggregate_grouped_by_a_later_aggregate_is_reordered() -> None:
+    """pomo_logic §2.4 lets predicates be reordered: an aggregate grouped by the result of
+    one written after it runs after it, and gives what the program in that order gives."""
+    written = "source r(a: int).\nsource s(a: int, n: int).\n"
+    later = Engine(written + "v(m: M) :- M := count : s(a: N), N := count : r().")
+    first = Engine(written + "v(m: M) :- N := count : r(), M := count : s(a: N).")
+    rng = random.Random(4)
+    for _ in range(6):
+        batch = {
+            "r": [{"a": rng.randrange(4)} for _ in range(2)],
+            "s": [{"a": rng.randrange(4), "n": rng.randrange(3)} for _ in range(3)],
+        }
+        later.write(insert=batch)
+        first.write(insert=batch)
+        r = {t[0] for t in first.read("r")}
+        s = first.read("s")
+        assert later.read("v") == first.read("v") == {(sum(1 for a, _ in s if a == len(r)),)}

@@ -162,8 +162,8 @@ ERRORS: dict[str, tuple[str, int, int, str]] = {
         12,
         "N is this aggregate's result, so it cannot appear in its own atom",
     ),
-    "aggregate grouped by a later aggregate's result": (
-        H + "v(m: M) :- M := count : s(a: N), N := count : r().",
+    "aggregates grouped by each other's results": (
+        H + "v(m: M) :- M := count : s(a: N), N := count : s(a: M).",
         3,
         30,
         "N is the result of a later aggregate",
