@@ -24,10 +24,9 @@ Contract:
 
 from __future__ import annotations
 
-from collections.abc import Collection
-
-from ..keyed_state import Key, KeyedState, Row
-from ..node import Node, group_by_key, project, select_keys
+from ..keyed_pair import KeyedPair
+from ..keyed_state import Key, Row
+from ..node import Node, project
 from ..zset import ZSet
 
 
@@ -43,9 +42,7 @@ def _matched(group: dict[Row, int] | None) -> bool:
     return group is not None and any(w > 0 for w in group.values())
 
 
-class AntiJoin(Node):
-    stateful = True
-
+class AntiJoin(KeyedPair):
     def __init__(
         self,
         left: Node,
@@ -55,15 +52,7 @@ class AntiJoin(Node):
         *,
         partial: bool,
     ) -> None:
-        assert len(left_keys) == len(right_keys)
-        super().__init__(left.schema, (left, right))
-        self.left_keys = left_keys
-        self.right_keys = right_keys
-        self.sides = (KeyedState(partial=partial), KeyedState(partial=partial))
-
-    @property
-    def partial(self) -> bool:
-        return self.sides[0].partial
+        super().__init__(left.schema, left, right, left_keys, right_keys, partial=partial)
 
     def on_delta(self, port: int, delta: ZSet[Row]) -> ZSet[Row]:
         lefts, rights = self.sides
@@ -92,16 +81,6 @@ class AntiJoin(Node):
                 out.add(row, sign * weight)
         return out
 
-    def hydrate(self) -> None:
-        if self.partial:
-            return
-        for side, node, cols in (
-            (0, self.inputs[0], self.left_keys),
-            (1, self.inputs[1], self.right_keys),
-        ):
-            for row, weight in node.query((), [()]).items():
-                self.sides[side].add(project(row, cols), row, weight)
-
     def _output(self, key: Key) -> ZSet[Row]:
         out: ZSet[Row] = ZSet()
         if _matched(self.sides[1].get(key)):
@@ -109,33 +88,6 @@ class AntiJoin(Node):
         for row, weight in (self.sides[0].get(key) or {}).items():
             out.add(row, weight)
         return out
-
-    def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
-        if cols == self.left_keys:
-            missing = self.sides[0].missing(keys)
-            if missing:
-                # Ask both inputs before filling either: an input that cannot answer yet
-                # (it raises) leaves both sides without the key, nothing half done.
-                answers = [
-                    group_by_key(node.query(key_cols, missing).items(), key_cols, missing)
-                    for node, key_cols in (
-                        (self.inputs[0], self.left_keys),
-                        (self.inputs[1], self.right_keys),
-                    )
-                ]
-                for side, got in enumerate(answers):
-                    for key, rows in got.items():
-                        self.sides[side].fill(key, rows)
-                self.metrics.filled_keys += len(missing)
-            out: ZSet[Row] = ZSet()
-            for key in dict.fromkeys(keys):
-                out.extend(self._output(key))
-            return out
-        assert not self.partial, f"partial antijoin queried on {cols}, keyed on {self.left_keys}"
-        out = ZSet()
-        for key, _ in list(self.sides[0].groups()):
-            out.extend(self._output(key))
-        return select_keys(out, cols, set(keys))
 
     def describe(self) -> str:
         keys = tuple(self.inputs[0].schema[i] for i in self.left_keys)

@@ -18,16 +18,13 @@ Contract:
 
 from __future__ import annotations
 
-from collections.abc import Collection
-
-from ..keyed_state import Key, KeyedState, Row
-from ..node import Node, group_by_key, project, select_keys
+from ..keyed_pair import KeyedPair
+from ..keyed_state import Key, Row
+from ..node import Node, project
 from ..zset import ZSet
 
 
-class Join(Node):
-    stateful = True
-
+class Join(KeyedPair):
     def __init__(
         self,
         left: Node,
@@ -37,17 +34,9 @@ class Join(Node):
         *,
         partial: bool,
     ) -> None:
-        assert len(left_keys) == len(right_keys)
         self.right_rest = tuple(i for i in range(len(right.schema)) if i not in right_keys)
         schema = left.schema + tuple(right.schema[i] for i in self.right_rest)
-        super().__init__(schema, (left, right))
-        self.left_keys = left_keys
-        self.right_keys = right_keys
-        self.sides = (KeyedState(partial=partial), KeyedState(partial=partial))
-
-    @property
-    def partial(self) -> bool:
-        return self.sides[0].partial
+        super().__init__(schema, left, right, left_keys, right_keys, partial=partial)
 
     def _combine(self, left: Row, right: Row) -> Row:
         return left + tuple(right[i] for i in self.right_rest)
@@ -69,16 +58,6 @@ class Join(Node):
             own.add(key, row, weight)
         return out
 
-    def hydrate(self) -> None:
-        if self.partial:
-            return
-        for side, node, cols in (
-            (0, self.inputs[0], self.left_keys),
-            (1, self.inputs[1], self.right_keys),
-        ):
-            for row, weight in node.query((), [()]).items():
-                self.sides[side].add(project(row, cols), row, weight)
-
     def _output(self, key: Key) -> ZSet[Row]:
         out: ZSet[Row] = ZSet()
         lefts, rights = self.sides[0].get(key) or {}, self.sides[1].get(key) or {}
@@ -86,29 +65,6 @@ class Join(Node):
             for right, rw in rights.items():
                 out.add(self._combine(left, right), lw * rw)
         return out
-
-    def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
-        if cols == self.left_keys:
-            missing = self.sides[0].missing(keys)
-            if missing:
-                # Ask both inputs before filling either: if an input's upquery cannot be
-                # answered yet (it raises), neither side holds the key and nothing is half done.
-                answers = []
-                for node, key_cols in ((self.inputs[0], self.left_keys), (self.inputs[1], self.right_keys)):
-                    answers.append(group_by_key(node.query(key_cols, missing).items(), key_cols, missing))
-                for side, got in enumerate(answers):
-                    for key, rows in got.items():
-                        self.sides[side].fill(key, rows)
-                self.metrics.filled_keys += len(missing)
-            out: ZSet[Row] = ZSet()
-            for key in dict.fromkeys(keys):
-                out.extend(self._output(key))
-            return out
-        assert not self.partial, f"partial join queried on {cols}, keyed on {self.left_keys}"
-        out = ZSet()
-        for key, _ in list(self.sides[0].groups()):
-            out.extend(self._output(key))
-        return select_keys(out, cols, set(keys))
 
     def describe(self) -> str:
         keys = tuple(self.inputs[0].schema[i] for i in self.left_keys)
