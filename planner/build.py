@@ -256,23 +256,13 @@ class CircuitBuilder:
                     parent_key.append(operand.name)
             parent = self.build(expr.input, tuple(parent_key) if key is not None else None)
             return self._map(parent, expr)
-        if isinstance(expr, (ra.Join, ra.SemiJoin)):
+        if isinstance(expr, (ra.Join, ra.SemiJoin, ra.AntiJoin)):
             inner = _key_through(key, expr.on)
             on = inner or expr.on
             left, right = self.build(expr.left, inner), self.build(expr.right, inner)
             # A semijoin's right columns are all join columns: the join adds none.
-            return Join(
-                left,
-                right,
-                _positions(left.schema, on),
-                _positions(right.schema, on),
-                partial=inner is not None,
-            )
-        if isinstance(expr, ra.AntiJoin):
-            inner = _key_through(key, expr.on)
-            on = inner or expr.on
-            left, right = self.build(expr.left, inner), self.build(expr.right, inner)
-            return AntiJoin(
+            node = AntiJoin if isinstance(expr, ra.AntiJoin) else Join
+            return node(
                 left,
                 right,
                 _positions(left.schema, on),

@@ -40,7 +40,7 @@ import logging
 import os
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import PurePosixPath
@@ -198,6 +198,23 @@ def _col(name: str) -> Column:
 
 def _first(*errors: Column) -> Column:
     return F.coalesce(*errors) if len(errors) > 1 else errors[0]
+
+
+def _typed_lines(
+    lines: DataFrame, values: Mapping[str, Column], attrs: Sequence[str], errors: Sequence[Column]
+) -> DataFrame:
+    """A text format's rows as `prepare` checks them: the typed attributes, the line's file
+    metadata, its first error, and the raw line (to quote in a refusal)."""
+    return lines.select(
+        *(values[a].alias(a) for a in attrs),
+        "_file",
+        "_line",
+        "_size",
+        "_mtime",
+        "_changed",
+        _first(*errors).alias("_error"),
+        F.col("value").alias("_raw"),
+    )
 
 
 def _error(problem: Column | str, attr: str | None, text: Column | None) -> Column:
@@ -576,16 +593,7 @@ class LoadJob:
             value, error = _from_text(F.col(f"_p._c{i}"), types[name], name)
             values[name] = value
             errors.append(error)
-        return fields.select(
-            *(values[a].alias(a) for a in attrs),
-            "_file",
-            "_line",
-            "_size",
-            "_mtime",
-            "_changed",
-            _first(*errors).alias("_error"),
-            F.col("value").alias("_raw"),
-        )
+        return _typed_lines(fields, values, attrs, errors)
 
     @staticmethod
     def _parse_header(text: str, options: dict[str, str]) -> list[str]:
@@ -640,16 +648,7 @@ class LoadJob:
             value, error = _from_json(doc, F.col("value"), t, a)
             values[a] = value
             errors.append(error)
-        return data.select(
-            *(values[a].alias(a) for a in attrs),
-            "_file",
-            "_line",
-            "_size",
-            "_mtime",
-            "_changed",
-            _first(*errors).alias("_error"),
-            F.col("value").alias("_raw"),
-        )
+        return _typed_lines(data, values, attrs, errors)
 
     def _parquet(self, path: str, schema: SourceSchema) -> DataFrame:
         df = self.spark.read.parquet(path)
