@@ -16,8 +16,9 @@ from pomoview.proto.pomoview.v1 import view_service_pb2_grpc as pb_grpc
 
 from .bulk_load import Progress
 from .errors import ServiceError
-from .scheduler import Scheduler, TypedRow
+from .scheduler import Scheduler
 from .types import Value
+from .write_path import TypedRow
 
 log = logging.getLogger("pomoview.service")
 T = TypeVar("T")

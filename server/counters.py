@@ -1,0 +1,30 @@
+"""The scheduler's counters and the Stats it reports."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Counters:
+    upqueries: int = 0
+    spark_jobs: int = 0
+
+
+@dataclass
+class ReaderInfo:
+    view: str
+    key: tuple[str, ...]
+    partial: bool
+    present_keys: int
+
+
+@dataclass
+class Stats:
+    applied_epoch: int
+    durable_epoch: int
+    flushed_epoch: int
+    upqueries: int
+    spark_jobs: int
+    dropped_deltas: int
+    readers: list[ReaderInfo] = field(default_factory=list)

@@ -1,0 +1,106 @@
+"""The flusher: moves applied batches into Parquet, trims the log behind what is durable there
+and what no running upquery still needs, and compacts the store."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Callable
+
+from pomoview.dataflow.circuit import Circuit
+from pomoview.planner.compile import CompiledProgram
+
+from .counters import Counters
+from .overlay import LogTail
+from .source_store import SourceStore
+from .types import LoggedBatch
+from .wal import WriteAheadLog
+
+log = logging.getLogger("pomoview.scheduler")
+
+
+class Flusher:
+
+    # Kept by Scheduler (server/scheduler.py); declared here for the type checker.
+    program: CompiledProgram | None
+    circuits: dict[tuple[str, tuple[str, ...]], Circuit]
+    counters: Counters
+    store: SourceStore
+    wal: WriteAheadLog
+    tail: LogTail
+    applied_epoch: int
+    durable_epoch: int
+    _spark: Callable[[], object]
+    _counter_lock: threading.Lock
+    _write_lock: threading.Lock
+    _last_assigned: int
+    _dataflow: threading.Condition
+    _queue: deque[LoggedBatch]
+    _queue_ready: threading.Condition
+    _stopping: threading.Event
+    _flushing: threading.Lock
+    _upquery_versions: Counter[int]
+    flush_interval: float
+
+    def _require_program(self) -> CompiledProgram:
+        raise NotImplementedError
+
+    # The flusher compacts a source once it has this many parts (or parts clustered otherwise
+    # than the source is now), at most once every `compact_interval` seconds.
+    compact_min_parts = 8
+    compact_interval = 0.0
+
+    def _flush_loop(self) -> None:
+        last_compaction = time.monotonic()
+        while not self._stopping.wait(self.flush_interval):
+            try:
+                self.flush()
+                if time.monotonic() - last_compaction >= self.compact_interval:
+                    last_compaction = time.monotonic()
+                    self.compact()
+            except Exception:
+                log.exception("flush or compaction failed; it will be retried")
+
+    def flush(self) -> int:
+        """Moves the applied batches the store lacks into Parquet, then trims the log;
+        returns the store's version."""
+        with self._flushing:
+            with self._dataflow:
+                stored = self.store.version
+                # The tail may still hold flushed batches that a running lookup needs.
+                batches = [b for b in self.tail.flushable(self.applied_epoch) if b.epoch > stored]
+            if batches:
+                with self._write_lock:
+                    self.wal.rotate()
+                self.store.flush(batches)
+            return self._truncate_log()
+
+    def _truncate_log(self) -> int:
+        """Trims the log behind what is durable in Parquet and what no running upquery needs.
+
+        The overlay reads the in-memory tail (`_fetch_from`): a running lookup needs every
+        batch after the version of each snapshot it pinned (`_upquery_versions`), until it
+        ends. The log on disk is read only at restart, from the store's version on; it is
+        trimmed to the same bound, its segments whole.
+        """
+        with self._dataflow:
+            durable = self.store.version
+            bound = min(durable, min(self._upquery_versions, default=durable))
+            assert all(bound <= v for v in self._upquery_versions), "the tail must outlive the pins"
+            self.tail.trim_through(bound)
+        self.wal.truncate_through(bound)
+        return durable
+
+    def compact(self) -> list[str]:
+        """Compacts the store's sources that have `compact_min_parts` parts or more (Spark
+        jobs, while writes and lookups go on); returns the sources compacted. Compaction
+        keeps the content and version of the store: the log is not involved."""
+        done = []
+        for source in self.store.compaction_candidates(self.compact_min_parts):
+            if self._stopping.is_set():
+                break
+            if self.store.compact(source):
+                done.append(source)
+        return done

@@ -1,0 +1,258 @@
+"""Lookup rounds: a lookup answers from a reader's state when every key is present; otherwise
+it upqueries, on the dataflow lock, through `fetch`: a keyed Spark job over the Parquet store
+at its version v, plus the logged operations in (v, applied]. Each round either answers or
+names the Spark jobs it needs; those run without any lock, and the round runs again.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from pomoview.dataflow.circuit import Circuit
+from pomoview.dataflow.keyed_state import Key, Row
+from pomoview.dataflow.node import Fetch, FetchPending, Filters, matches
+from pomoview.planner.compile import CompiledProgram
+
+from .counters import Counters
+from .errors import DeadlineExceeded, InvalidArgument, NotFound, OutOfRange, Unavailable
+from .overlay import LogTail
+from .source_store import Pin, SourceStore
+from .spark_session import SparkSessionLost, spark_error_reason
+from .types import LoggedBatch, Tuple_, Value
+from .wal import WriteAheadLog
+from .write_path import TypedRow, _coerce
+
+MAX_UPQUERY_ROUNDS = 64
+
+
+@dataclass(frozen=True)
+class Prefetched:
+    """A keyed Spark job's answer: `source` at store `version`, restricted to `keys` and to
+    the tuples matching `filters` (attribute == value)."""
+
+    source: str
+    columns: tuple[str, ...]
+    keys: frozenset[Key]
+    version: int
+    tuples: list[Tuple_]
+    filters: Filters = ()
+
+
+
+
+class LookupRounds:
+
+    # Kept by Scheduler (server/scheduler.py); declared here for the type checker.
+    program: CompiledProgram | None
+    circuits: dict[tuple[str, tuple[str, ...]], Circuit]
+    counters: Counters
+    store: SourceStore
+    wal: WriteAheadLog
+    tail: LogTail
+    applied_epoch: int
+    durable_epoch: int
+    _spark: Callable[[], object]
+    _counter_lock: threading.Lock
+    _write_lock: threading.Lock
+    _last_assigned: int
+    _dataflow: threading.Condition
+    _queue: deque[LoggedBatch]
+    _queue_ready: threading.Condition
+    _stopping: threading.Event
+    _flushing: threading.Lock
+    _upquery_versions: Counter[int]
+    flush_interval: float
+
+    def _require_program(self) -> CompiledProgram:
+        raise NotImplementedError
+
+    def _fetch_from(self, answers: list[Prefetched]) -> Fetch:
+        """A Fetch for the dataflow that answers from Spark results fetched before this round.
+
+        It runs on the dataflow lock, so the applied epoch and the log tail stand still
+        while it advances a snapshot to the applied epoch with the logged writes after it.
+        A request no answer covers raises FetchPending: the lookup then runs that Spark
+        job without the lock, and tries again.
+
+        An answer at version v is advanced with the tail's batches after v. The lookup pinned
+        v before its job ran, and the flusher never trims the tail past a pinned version, so
+        the tail still holds them. Only a bulk load moves the tail's base past a pinned
+        version: its rows never pass through the log, so the answers from before it are
+        stale (`version < base`) and are fetched again.
+        """
+
+        def fetch(
+            source: str, cols: tuple[str, ...], keys: list[Key], filters: Filters
+        ) -> Iterable[Row]:
+            wanted = set(keys)
+            for answer in answers:
+                if (
+                    answer.source == source
+                    and answer.columns == cols
+                    and wanted <= answer.keys
+                    and set(answer.filters) <= set(filters)
+                    and answer.version >= self.tail.base
+                ):
+                    schema = [a for a, _ in self._require_program().source_schema(source)]
+                    positions = [schema.index(c) for c in cols]
+                    tests = tuple((schema.index(a), v) for a, v in filters)
+                    tuples = answer.tuples
+                    if wanted != answer.keys:
+                        tuples = [t for t in tuples if tuple(t[i] for i in positions) in wanted]
+                    if set(answer.filters) != set(filters):
+                        tuples = [t for t in tuples if matches(t, tests)]
+                    return self.tail.overlay(
+                        source, tuples, answer.version, self.applied_epoch, positions, keys, tests
+                    )
+            raise FetchPending(source, cols, keys, filters)
+
+        return fetch
+
+    def _run_spark_fetch(self, pending: FetchPending, pin: Pin) -> Prefetched:
+        """One keyed Spark job over the Parquet store at the pinned snapshot `pin`, run without
+        any scheduler lock."""
+        with self._counter_lock:
+            self.counters.spark_jobs += 1
+        try:
+            version, tuples = self.store.fetch(
+                pending.source, pending.columns, pending.keys, dict(pending.filters), at=pin  # type: ignore[arg-type]
+            )
+        except Exception as err:
+            # Nothing is filled: the circuit saw only FetchPending, so the states that asked
+            # stay missing and the next lookup runs the job again.
+            raise Unavailable(self._spark_failure(pending.source, err)) from err
+        return Prefetched(
+            pending.source, pending.columns, frozenset(pending.keys), version, tuples, pending.filters
+        )
+
+    def _spark_failure(self, source: str, err: Exception) -> str:
+        """The reason a keyed Spark job on `source` failed; if the Spark session died with it,
+        the provider starts a new one and the reason says so."""
+        if isinstance(err, SparkSessionLost):
+            dead: str | None = err.reason
+        else:
+            check = getattr(self._spark, "check", None)
+            dead = check() if callable(check) else None
+        if dead is not None:
+            return (
+                f"the upquery on source {source!r} failed: the Spark session died ({dead}); "
+                "a new one is starting, retry the lookup"
+            )
+        return f"the upquery on source {source!r} failed in Spark: {spark_error_reason(err)}"
+
+    def lookup(
+        self,
+        view: str,
+        keys: Sequence[TypedRow],
+        min_epoch: int | None = None,
+        timeout: float | None = None,
+    ) -> tuple[list[list[dict[str, Value]]], int]:
+        program = self._require_program()
+        relation = program.relations.get(view)
+        if view not in program.views or relation is None:
+            known = ", ".join(sorted(program.views)) or "none"
+            raise NotFound(f"no view named {view!r} (views: {known})")
+        if not keys:
+            return [], self.applied_epoch
+        key_attrs = tuple(keys[0])
+        for i, key in enumerate(keys):
+            if set(key) != set(key_attrs):
+                raise InvalidArgument(f"keys[{i}] names {sorted(key)}, keys[0] names {sorted(key_attrs)}")
+        unknown = [a for a in key_attrs if a not in relation.attributes]
+        if unknown:
+            raise InvalidArgument(
+                f"{view!r} has no attribute {', '.join(unknown)} (it has {', '.join(relation.attributes)})"
+            )
+        key_attrs = tuple(a for a in relation.attributes if a in key_attrs)
+        key_tuples = [
+            tuple(_coerce(k[a], relation.types[a], f"keys[{i}].{a}") for a in key_attrs)
+            for i, k in enumerate(keys)
+        ]
+        if min_epoch is not None:
+            self._wait_applied(min_epoch, None if timeout is None else time.monotonic() + timeout)
+        answers: list[Prefetched] = []
+        pins: list[Pin] = []
+        missed = False
+        try:
+            # Each round either answers or names one Spark job it needs; the circuit has
+            # finitely many source indexes, so a lookup needs few rounds.
+            for _ in range(MAX_UPQUERY_ROUNDS):
+                with self._dataflow:
+                    if self.program is not program:
+                        raise Unavailable("the program was replaced during the lookup; retry")
+                    try:
+                        rows = self._lookup_locked(program, view, key_attrs, key_tuples, answers)
+                    except FetchPending as pending:
+                        needed = pending
+                        missed = True
+                        # Pinned on the dataflow lock, which the flusher trims the tail under:
+                        # the tail keeps the writes after this snapshot until the lookup ends.
+                        pin = self.store.pin()
+                        pins.append(pin)
+                        self._upquery_versions[pin.version] += 1
+                    else:
+                        epoch = self.applied_epoch
+                        break
+                answers.append(self._run_spark_fetch(needed, pin))
+            else:
+                raise Unavailable(f"the upquery for {view!r} did not settle in {MAX_UPQUERY_ROUNDS} rounds")
+        finally:
+            if pins:
+                self._unpin(pins)
+        if missed:
+            with self._counter_lock:
+                self.counters.upqueries += 1
+        attrs = relation.attributes
+        return [[dict(zip(attrs, row, strict=True)) for row in group] for group in rows], epoch  # type: ignore[misc]
+
+    def _unpin(self, pins: list[Pin]) -> None:
+        with self._dataflow:
+            for pin in pins:
+                self._upquery_versions[pin.version] -= 1
+                if not self._upquery_versions[pin.version]:
+                    del self._upquery_versions[pin.version]
+        for pin in pins:
+            self.store.unpin(pin)
+
+    def _wait_applied(self, min_epoch: int, deadline: float | None) -> None:
+        with self._dataflow:
+            if min_epoch > self.durable_epoch:
+                raise OutOfRange(
+                    f"min_epoch {min_epoch} is ahead of the last committed epoch {self.durable_epoch}"
+                )
+            while self.applied_epoch < min_epoch:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise DeadlineExceeded(f"epoch {min_epoch} was not applied in time")
+                self._dataflow.wait(timeout=remaining)
+
+    def _lookup_locked(
+        self,
+        program: CompiledProgram,
+        view: str,
+        key_attrs: tuple[str, ...],
+        key_tuples: list[Key],
+        answers: list[Prefetched],
+    ) -> list[list[Row]]:
+        name = (view, key_attrs)
+        fetch = self._fetch_from(answers)
+        circuit = self.circuits.get(name)
+        if circuit is None:
+            # Building hydrates the full states; a FetchPending here discards the new circuit.
+            circuit = program.build_reader(view, key_attrs, fetch)
+            self.circuits[name] = circuit
+        else:
+            circuit.set_fetch(fetch)
+        try:
+            return circuit.lookup(key_tuples)
+        except FetchPending:
+            raise  # every state is filled completely or untouched: keep the circuit
+        except Exception:
+            # Anything else may have left a state half filled: drop the circuit so that it
+            # is never read (it is rebuilt at the next lookup).
+            del self.circuits[name]
+            raise

@@ -1,0 +1,175 @@
+"""The write path (DESIGN §4): validate -> assign the next epoch -> append to the write-ahead
+log and fsync -> reply with the epoch -> the dataflow thread applies the batch to every
+reader's circuit, one epoch at a time, in order.
+
+Locks: `_write_lock` (epoch counter, log submission) then `_dataflow`; the log's own lock is
+taken under `_write_lock` and itself takes `_queue_ready` (in `_on_durable`).
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import threading
+from collections import Counter, deque
+from collections.abc import Callable, Mapping, Sequence
+
+from pomoview.dataflow.circuit import Circuit
+from pomoview.dataflow.keyed_state import Row
+from pomoview.dataflow.zset import ZSet
+from pomoview.planner.compile import CompiledProgram
+
+from .counters import Counters
+from .errors import InvalidArgument, ResourceExhausted, Unavailable
+from .overlay import LogTail
+from .source_store import SourceStore
+from .types import LoggedBatch, SourceChange, SourceSchema, Tuple_, Value
+from .wal import WalUnusable, WriteAheadLog
+
+log = logging.getLogger("pomoview.scheduler")
+
+# A value as it arrived on the wire: (type name, Python value).
+TypedValue = tuple[str, Value]
+TypedRow = Mapping[str, TypedValue]
+
+
+def _coerce(value: TypedValue, expected: str, where: str) -> Value:
+    kind, raw = value
+    if kind == expected:
+        return raw
+    if kind == "int" and expected == "float":
+        return float(raw)  # an int literal where a float is declared loses nothing
+    raise InvalidArgument(f"{where}: expected {expected}, got {kind} {raw!r}")
+
+
+def _typed_tuple(row: TypedRow, schema: SourceSchema, where: str) -> Tuple_:
+    names = [a for a, _ in schema]
+    missing = [a for a in names if a not in row]
+    extra = sorted(a for a in row if a not in names)
+    if missing:
+        raise InvalidArgument(f"{where}: missing attribute {', '.join(missing)}")
+    if extra:
+        raise InvalidArgument(
+            f"{where}: unknown attribute {', '.join(extra)} (it has {', '.join(names)})"
+        )
+    return tuple(_coerce(row[a], t, f"{where}: attribute {a!r}") for a, t in schema)
+
+
+
+class WritePath:
+
+    # Kept by Scheduler (server/scheduler.py); declared here for the type checker.
+    program: CompiledProgram | None
+    circuits: dict[tuple[str, tuple[str, ...]], Circuit]
+    counters: Counters
+    store: SourceStore
+    wal: WriteAheadLog
+    tail: LogTail
+    applied_epoch: int
+    durable_epoch: int
+    _spark: Callable[[], object]
+    _counter_lock: threading.Lock
+    _write_lock: threading.Lock
+    _last_assigned: int
+    _dataflow: threading.Condition
+    _queue: deque[LoggedBatch]
+    _queue_ready: threading.Condition
+    _stopping: threading.Event
+    _flushing: threading.Lock
+    _upquery_versions: Counter[int]
+    flush_interval: float
+
+    def _require_program(self) -> CompiledProgram:
+        raise NotImplementedError
+
+    def write(self, changes: Sequence[tuple[str, Sequence[TypedRow], Sequence[TypedRow]]]) -> int:
+        """Validates, logs durably and queues one batch; returns its epoch."""
+        program = self._require_program()
+        merged: dict[str, tuple[dict[Tuple_, None], dict[Tuple_, None]]] = {}
+        for index, (source, inserts, deletes) in enumerate(changes):
+            relation = program.relations.get(source)
+            if relation is None or relation.kind != "source":
+                known = ", ".join(sorted(program.checked.sources))
+                raise InvalidArgument(
+                    f"changes[{index}]: unknown source {source!r} (sources: {known})"
+                )
+            schema = program.source_schema(source)
+            ins, dels = merged.setdefault(source, ({}, {}))
+            for kind, rows, out in (("inserts", inserts, ins), ("deletes", deletes, dels)):
+                for i, row in enumerate(rows):
+                    out[_typed_tuple(row, schema, f"{source} {kind}[{i}]")] = None
+        for source, (ins, dels) in merged.items():
+            both = [t for t in ins if t in dels]
+            if both:
+                raise InvalidArgument(f"{source}: the batch both inserts and deletes {both[0]!r}")
+        batch_changes = {
+            s: SourceChange(tuple(ins), tuple(dels))
+            for s, (ins, dels) in merged.items()
+            if ins or dels
+        }
+        try:
+            # Assigning the epoch and queueing the record under one lock keeps epoch order equal
+            # to log order; the fsync happens outside it, shared with the writers queued
+            # meanwhile (group commit). A refused epoch is skipped, never reused: later epochs
+            # may already be queued behind it, and recovery accepts gaps.
+            with self._write_lock:
+                if not batch_changes:
+                    return self.durable_epoch
+                epoch = max(self._last_assigned, self.durable_epoch) + 1
+                commit = self.wal.submit(LoggedBatch(epoch, batch_changes), self._on_durable)
+                self._last_assigned = epoch
+            commit.wait()
+        except WalUnusable as err:
+            raise Unavailable(f"{err}; the write was not committed") from None
+        except OSError as err:
+            cls = ResourceExhausted if err.errno in (errno.ENOSPC, errno.EDQUOT) else Unavailable
+            raise cls(
+                f"the write-ahead log could not be written: {err}; the write was not committed"
+            ) from None
+        return epoch
+
+    def _on_durable(self, batch: LoggedBatch) -> None:
+        """Called by the log, in log order, once `batch` is durable and before its writer is
+        acknowledged: so the dataflow applies only logged batches, in epoch order."""
+        self.durable_epoch = batch.epoch
+        with self._queue_ready:
+            self._queue.append(batch)
+            self._queue_ready.notify()
+
+    def _apply_loop(self) -> None:
+        while not self._stopping.is_set():
+            with self._queue_ready:
+                while not self._queue and not self._stopping.is_set():
+                    self._queue_ready.wait(timeout=0.5)
+                if not self._queue:
+                    continue
+                batch = self._queue.popleft()
+            try:
+                self._apply(batch)
+            except Exception:  # a bug in one circuit must not stop the write path
+                log.exception("applying epoch %d failed", batch.epoch)
+
+    def _apply(self, batch: LoggedBatch) -> None:
+        ops: dict[str, ZSet[Row]] = {}
+        for source, change in batch.changes.items():
+            zset: ZSet[Row] = ZSet()
+            for t in change.inserts:
+                zset.add(t, 1)
+            for t in change.deletes:
+                zset.add(t, -1)
+            ops[source] = zset
+        with self._dataflow:
+            self.tail.append(batch)
+            failed = []
+            for name, circuit in self.circuits.items():
+                try:
+                    circuit.step(ops)
+                except Exception:
+                    log.exception(
+                        "circuit %s failed at epoch %d; it will be rebuilt", name, batch.epoch
+                    )
+                    failed.append(name)
+            for name in failed:
+                del self.circuits[name]
+            self.applied_epoch = batch.epoch
+            self._dataflow.notify_all()
