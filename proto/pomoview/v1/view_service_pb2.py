@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1epomoview/v1/view_service.proto\x12\x0bpomoview.v1\"\x95\x01\n\x05Value\x12\x13\n\tint_value\x18\x01 \x01(\x03H\x00\x12\x15\n\x0b\x66loat_value\x18\x02 \x01(\x01H\x00\x12\x16\n\x0cstring_value\x18\x03 \x01(\tH\x00\x12\x14\n\nbool_value\x18\x04 \x01(\x08H\x00\x12\x15\n\x0b\x62ytes_value\x18\x05 \x01(\x0cH\x00\x12\x13\n\tcid_value\x18\x06 \x01(\tH\x00\x42\x06\n\x04kind\"v\n\x03Row\x12,\n\x06\x66ields\x18\x01 \x03(\x0b\x32\x1c.pomoview.v1.Row.FieldsEntry\x1a\x41\n\x0b\x46ieldsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12!\n\x05value\x18\x02 \x01(\x0b\x32\x12.pomoview.v1.Value:\x02\x38\x01\"\'\n\tAttribute\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04type\x18\x02 \x01(\t\"p\n\x08Relation\x12\x0c\n\x04name\x18\x01 \x01(\t\x12*\n\nattributes\x18\x02 \x03(\x0b\x32\x16.pomoview.v1.Attribute\x12\x0c\n\x04kind\x18\x03 \x01(\t\x12\x0f\n\x07is_view\x18\x04 \x01(\x08\x12\x0b\n\x03key\x18\x05 \x03(\t\"3\n\x0eInstallRequest\x12\x0f\n\x07program\x18\x01 \x01(\t\x12\x10\n\x08\x66ilename\x18\x02 \x01(\t\";\n\x0fInstallResponse\x12(\n\trelations\x18\x01 \x03(\x0b\x32\x15.pomoview.v1.Relation\"e\n\rSourceChanges\x12\x0e\n\x06source\x18\x01 \x01(\t\x12!\n\x07inserts\x18\x02 \x03(\x0b\x32\x10.pomoview.v1.Row\x12!\n\x07\x64\x65letes\x18\x03 \x03(\x0b\x32\x10.pomoview.v1.Row\";\n\x0cWriteRequest\x12+\n\x07\x63hanges\x18\x01 \x03(\x0b\x32\x1a.pomoview.v1.SourceChanges\"\x1e\n\rWriteResponse\x12\r\n\x05\x65poch\x18\x01 \x01(\x04\"c\n\rLookupRequest\x12\x0c\n\x04view\x18\x01 \x01(\t\x12\x1e\n\x04keys\x18\x02 \x03(\x0b\x32\x10.pomoview.v1.Row\x12\x16\n\tmin_epoch\x18\x03 \x01(\x04H\x00\x88\x01\x01\x42\x0c\n\n_min_epoch\")\n\x07KeyRows\x12\x1e\n\x04rows\x18\x01 \x03(\x0b\x32\x10.pomoview.v1.Row\"F\n\x0eLookupResponse\x12%\n\x07results\x18\x01 \x03(\x0b\x32\x14.pomoview.v1.KeyRows\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\"\x11\n\x0f\x44\x65scribeRequest\"M\n\x10\x44\x65scribeResponse\x12\x0f\n\x07program\x18\x01 \x01(\t\x12(\n\trelations\x18\x02 \x03(\x0b\x32\x15.pomoview.v1.Relation\"\x0e\n\x0cStatsRequest\"O\n\x0bReaderStats\x12\x0c\n\x04view\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x03(\t\x12\x0f\n\x07partial\x18\x03 \x01(\x08\x12\x14\n\x0cpresent_keys\x18\x04 \x01(\x04\"\xbe\x01\n\rStatsResponse\x12\x15\n\rapplied_epoch\x18\x01 \x01(\x04\x12\x15\n\rdurable_epoch\x18\x02 \x01(\x04\x12\x15\n\rflushed_epoch\x18\x03 \x01(\x04\x12\x11\n\tupqueries\x18\x04 \x01(\x04\x12\x12\n\nspark_jobs\x18\x05 \x01(\x04\x12\x16\n\x0e\x64ropped_deltas\x18\x06 \x01(\x04\x12)\n\x07readers\x18\x07 \x03(\x0b\x32\x18.pomoview.v1.ReaderStats\"\xa3\x01\n\x0bLoadRequest\x12\x0e\n\x06source\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\x12\x0e\n\x06\x66ormat\x18\x03 \x01(\t\x12\x36\n\x07options\x18\x04 \x03(\x0b\x32%.pomoview.v1.LoadRequest.OptionsEntry\x1a.\n\x0cOptionsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x87\x02\n\x0cLoadProgress\x12\x36\n\x08progress\x18\x01 \x01(\x0b\x32\".pomoview.v1.LoadProgress.ProgressH\x00\x12.\n\x04\x64one\x18\x02 \x01(\x0b\x32\x1e.pomoview.v1.LoadProgress.DoneH\x00\x1a\x62\n\x08Progress\x12\r\n\x05phase\x18\x01 \x01(\t\x12\x12\n\ntasks_done\x18\x02 \x01(\r\x12\x13\n\x0btasks_total\x18\x03 \x01(\r\x12\x10\n\x08\x66raction\x18\x04 \x01(\x01\x12\x0c\n\x04rows\x18\x05 \x01(\x04\x1a#\n\x04\x44one\x12\x0c\n\x04rows\x18\x01 \x01(\x04\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x42\x06\n\x04kind2\x9e\x03\n\x0bViewService\x12\x44\n\x07Install\x12\x1b.pomoview.v1.InstallRequest\x1a\x1c.pomoview.v1.InstallResponse\x12>\n\x05Write\x12\x19.pomoview.v1.WriteRequest\x1a\x1a.pomoview.v1.WriteResponse\x12\x41\n\x06Lookup\x12\x1a.pomoview.v1.LookupRequest\x1a\x1b.pomoview.v1.LookupResponse\x12G\n\x08\x44\x65scribe\x12\x1c.pomoview.v1.DescribeRequest\x1a\x1d.pomoview.v1.DescribeResponse\x12>\n\x05Stats\x12\x19.pomoview.v1.StatsRequest\x1a\x1a.pomoview.v1.StatsResponse\x12=\n\x04Load\x12\x18.pomoview.v1.LoadRequest\x1a\x19.pomoview.v1.LoadProgress0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1epomoview/v1/view_service.proto\x12\x0bpomoview.v1\"\x95\x01\n\x05Value\x12\x13\n\tint_value\x18\x01 \x01(\x03H\x00\x12\x15\n\x0b\x66loat_value\x18\x02 \x01(\x01H\x00\x12\x16\n\x0cstring_value\x18\x03 \x01(\tH\x00\x12\x14\n\nbool_value\x18\x04 \x01(\x08H\x00\x12\x15\n\x0b\x62ytes_value\x18\x05 \x01(\x0cH\x00\x12\x13\n\tcid_value\x18\x06 \x01(\tH\x00\x42\x06\n\x04kind\"v\n\x03Row\x12,\n\x06\x66ields\x18\x01 \x03(\x0b\x32\x1c.pomoview.v1.Row.FieldsEntry\x1a\x41\n\x0b\x46ieldsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12!\n\x05value\x18\x02 \x01(\x0b\x32\x12.pomoview.v1.Value:\x02\x38\x01\"\'\n\tAttribute\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04type\x18\x02 \x01(\t\"p\n\x08Relation\x12\x0c\n\x04name\x18\x01 \x01(\t\x12*\n\nattributes\x18\x02 \x03(\x0b\x32\x16.pomoview.v1.Attribute\x12\x0c\n\x04kind\x18\x03 \x01(\t\x12\x0f\n\x07is_view\x18\x04 \x01(\x08\x12\x0b\n\x03key\x18\x05 \x03(\t\"3\n\x0eInstallRequest\x12\x0f\n\x07program\x18\x01 \x01(\t\x12\x10\n\x08\x66ilename\x18\x02 \x01(\t\";\n\x0fInstallResponse\x12(\n\trelations\x18\x01 \x03(\x0b\x32\x15.pomoview.v1.Relation\"e\n\rSourceChanges\x12\x0e\n\x06source\x18\x01 \x01(\t\x12!\n\x07inserts\x18\x02 \x03(\x0b\x32\x10.pomoview.v1.Row\x12!\n\x07\x64\x65letes\x18\x03 \x03(\x0b\x32\x10.pomoview.v1.Row\";\n\x0cWriteRequest\x12+\n\x07\x63hanges\x18\x01 \x03(\x0b\x32\x1a.pomoview.v1.SourceChanges\"\x1e\n\rWriteResponse\x12\r\n\x05\x65poch\x18\x01 \x01(\x04\"c\n\rLookupRequest\x12\x0c\n\x04view\x18\x01 \x01(\t\x12\x1e\n\x04keys\x18\x02 \x03(\x0b\x32\x10.pomoview.v1.Row\x12\x16\n\tmin_epoch\x18\x03 \x01(\x04H\x00\x88\x01\x01\x42\x0c\n\n_min_epoch\")\n\x07KeyRows\x12\x1e\n\x04rows\x18\x01 \x03(\x0b\x32\x10.pomoview.v1.Row\"F\n\x0eLookupResponse\x12%\n\x07results\x18\x01 \x03(\x0b\x32\x14.pomoview.v1.KeyRows\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\"\x1f\n\x0f\x44\x65scribeRequest\x12\x0c\n\x04view\x18\x01 \x01(\t\"\xf5\x01\n\x0c\x44\x61taflowNode\x12\n\n\x02id\x18\x01 \x01(\t\x12\x10\n\x08operator\x18\x02 \x01(\t\x12\x0e\n\x06\x64\x65tail\x18\x03 \x01(\t\x12\x0e\n\x06inputs\x18\x04 \x03(\t\x12\x10\n\x08stateful\x18\x05 \x01(\x08\x12\x0b\n\x03key\x18\x06 \x03(\t\x12\x0f\n\x07partial\x18\x07 \x01(\x08\x12\x14\n\x0cpresent_keys\x18\x08 \x01(\x04\x12\x0c\n\x04rows\x18\t \x01(\x04\x12\r\n\x05\x62ytes\x18\n \x01(\x04\x12\x0f\n\x07\x64ropped\x18\x0b \x01(\x04\x12\x11\n\tupqueries\x18\x0c \x01(\x04\x12\x11\n\tevictions\x18\r \x01(\x04\x12\r\n\x05views\x18\x0e \x03(\t\"w\n\x10\x44\x65scribeResponse\x12\x0f\n\x07program\x18\x01 \x01(\t\x12(\n\trelations\x18\x02 \x03(\x0b\x32\x15.pomoview.v1.Relation\x12(\n\x05nodes\x18\x03 \x03(\x0b\x32\x19.pomoview.v1.DataflowNode\"\x0e\n\x0cStatsRequest\"O\n\x0bReaderStats\x12\x0c\n\x04view\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x03(\t\x12\x0f\n\x07partial\x18\x03 \x01(\x08\x12\x14\n\x0cpresent_keys\x18\x04 \x01(\x04\"\xe9\x01\n\rStatsResponse\x12\x15\n\rapplied_epoch\x18\x01 \x01(\x04\x12\x15\n\rdurable_epoch\x18\x02 \x01(\x04\x12\x15\n\rflushed_epoch\x18\x03 \x01(\x04\x12\x11\n\tupqueries\x18\x04 \x01(\x04\x12\x12\n\nspark_jobs\x18\x05 \x01(\x04\x12\x16\n\x0e\x64ropped_deltas\x18\x06 \x01(\x04\x12)\n\x07readers\x18\x07 \x03(\x0b\x32\x18.pomoview.v1.ReaderStats\x12)\n\x06states\x18\x08 \x03(\x0b\x32\x19.pomoview.v1.DataflowNode\"\xa3\x01\n\x0bLoadRequest\x12\x0e\n\x06source\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\x12\x0e\n\x06\x66ormat\x18\x03 \x01(\t\x12\x36\n\x07options\x18\x04 \x03(\x0b\x32%.pomoview.v1.LoadRequest.OptionsEntry\x1a.\n\x0cOptionsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x87\x02\n\x0cLoadProgress\x12\x36\n\x08progress\x18\x01 \x01(\x0b\x32\".pomoview.v1.LoadProgress.ProgressH\x00\x12.\n\x04\x64one\x18\x02 \x01(\x0b\x32\x1e.pomoview.v1.LoadProgress.DoneH\x00\x1a\x62\n\x08Progress\x12\r\n\x05phase\x18\x01 \x01(\t\x12\x12\n\ntasks_done\x18\x02 \x01(\r\x12\x13\n\x0btasks_total\x18\x03 \x01(\r\x12\x10\n\x08\x66raction\x18\x04 \x01(\x01\x12\x0c\n\x04rows\x18\x05 \x01(\x04\x1a#\n\x04\x44one\x12\x0c\n\x04rows\x18\x01 \x01(\x04\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x42\x06\n\x04kind2\x9e\x03\n\x0bViewService\x12\x44\n\x07Install\x12\x1b.pomoview.v1.InstallRequest\x1a\x1c.pomoview.v1.InstallResponse\x12>\n\x05Write\x12\x19.pomoview.v1.WriteRequest\x1a\x1a.pomoview.v1.WriteResponse\x12\x41\n\x06Lookup\x12\x1a.pomoview.v1.LookupRequest\x1a\x1b.pomoview.v1.LookupResponse\x12G\n\x08\x44\x65scribe\x12\x1c.pomoview.v1.DescribeRequest\x1a\x1d.pomoview.v1.DescribeResponse\x12>\n\x05Stats\x12\x19.pomoview.v1.StatsRequest\x1a\x1a.pomoview.v1.StatsResponse\x12=\n\x04Load\x12\x18.pomoview.v1.LoadRequest\x1a\x19.pomoview.v1.LoadProgress0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -62,25 +62,27 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LOOKUPRESPONSE']._serialized_start=928
   _globals['_LOOKUPRESPONSE']._serialized_end=998
   _globals['_DESCRIBEREQUEST']._serialized_start=1000
-  _globals['_DESCRIBEREQUEST']._serialized_end=1017
-  _globals['_DESCRIBERESPONSE']._serialized_start=1019
-  _globals['_DESCRIBERESPONSE']._serialized_end=1096
-  _globals['_STATSREQUEST']._serialized_start=1098
-  _globals['_STATSREQUEST']._serialized_end=1112
-  _globals['_READERSTATS']._serialized_start=1114
-  _globals['_READERSTATS']._serialized_end=1193
-  _globals['_STATSRESPONSE']._serialized_start=1196
-  _globals['_STATSRESPONSE']._serialized_end=1386
-  _globals['_LOADREQUEST']._serialized_start=1389
-  _globals['_LOADREQUEST']._serialized_end=1552
-  _globals['_LOADREQUEST_OPTIONSENTRY']._serialized_start=1506
-  _globals['_LOADREQUEST_OPTIONSENTRY']._serialized_end=1552
-  _globals['_LOADPROGRESS']._serialized_start=1555
-  _globals['_LOADPROGRESS']._serialized_end=1818
-  _globals['_LOADPROGRESS_PROGRESS']._serialized_start=1675
-  _globals['_LOADPROGRESS_PROGRESS']._serialized_end=1773
-  _globals['_LOADPROGRESS_DONE']._serialized_start=1775
-  _globals['_LOADPROGRESS_DONE']._serialized_end=1810
-  _globals['_VIEWSERVICE']._serialized_start=1821
-  _globals['_VIEWSERVICE']._serialized_end=2235
+  _globals['_DESCRIBEREQUEST']._serialized_end=1031
+  _globals['_DATAFLOWNODE']._serialized_start=1034
+  _globals['_DATAFLOWNODE']._serialized_end=1279
+  _globals['_DESCRIBERESPONSE']._serialized_start=1281
+  _globals['_DESCRIBERESPONSE']._serialized_end=1400
+  _globals['_STATSREQUEST']._serialized_start=1402
+  _globals['_STATSREQUEST']._serialized_end=1416
+  _globals['_READERSTATS']._serialized_start=1418
+  _globals['_READERSTATS']._serialized_end=1497
+  _globals['_STATSRESPONSE']._serialized_start=1500
+  _globals['_STATSRESPONSE']._serialized_end=1733
+  _globals['_LOADREQUEST']._serialized_start=1736
+  _globals['_LOADREQUEST']._serialized_end=1899
+  _globals['_LOADREQUEST_OPTIONSENTRY']._serialized_start=1853
+  _globals['_LOADREQUEST_OPTIONSENTRY']._serialized_end=1899
+  _globals['_LOADPROGRESS']._serialized_start=1902
+  _globals['_LOADPROGRESS']._serialized_end=2165
+  _globals['_LOADPROGRESS_PROGRESS']._serialized_start=2022
+  _globals['_LOADPROGRESS_PROGRESS']._serialized_end=2120
+  _globals['_LOADPROGRESS_DONE']._serialized_start=2122
+  _globals['_LOADPROGRESS_DONE']._serialized_end=2157
+  _globals['_VIEWSERVICE']._serialized_start=2168
+  _globals['_VIEWSERVICE']._serialized_end=2582
 # @@protoc_insertion_point(module_scope)

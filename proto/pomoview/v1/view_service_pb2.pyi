@@ -118,16 +118,52 @@ class LookupResponse(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[KeyRows, _Mapping]]] = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class DescribeRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("view",)
+    VIEW_FIELD_NUMBER: _ClassVar[int]
+    view: str
+    def __init__(self, view: _Optional[str] = ...) -> None: ...
+
+class DataflowNode(_message.Message):
+    __slots__ = ("id", "operator", "detail", "inputs", "stateful", "key", "partial", "present_keys", "rows", "bytes", "dropped", "upqueries", "evictions", "views")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    OPERATOR_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    INPUTS_FIELD_NUMBER: _ClassVar[int]
+    STATEFUL_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    PARTIAL_FIELD_NUMBER: _ClassVar[int]
+    PRESENT_KEYS_FIELD_NUMBER: _ClassVar[int]
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    DROPPED_FIELD_NUMBER: _ClassVar[int]
+    UPQUERIES_FIELD_NUMBER: _ClassVar[int]
+    EVICTIONS_FIELD_NUMBER: _ClassVar[int]
+    VIEWS_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    operator: str
+    detail: str
+    inputs: _containers.RepeatedScalarFieldContainer[str]
+    stateful: bool
+    key: _containers.RepeatedScalarFieldContainer[str]
+    partial: bool
+    present_keys: int
+    rows: int
+    bytes: int
+    dropped: int
+    upqueries: int
+    evictions: int
+    views: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, id: _Optional[str] = ..., operator: _Optional[str] = ..., detail: _Optional[str] = ..., inputs: _Optional[_Iterable[str]] = ..., stateful: _Optional[bool] = ..., key: _Optional[_Iterable[str]] = ..., partial: _Optional[bool] = ..., present_keys: _Optional[int] = ..., rows: _Optional[int] = ..., bytes: _Optional[int] = ..., dropped: _Optional[int] = ..., upqueries: _Optional[int] = ..., evictions: _Optional[int] = ..., views: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class DescribeResponse(_message.Message):
-    __slots__ = ("program", "relations")
+    __slots__ = ("program", "relations", "nodes")
     PROGRAM_FIELD_NUMBER: _ClassVar[int]
     RELATIONS_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
     program: str
     relations: _containers.RepeatedCompositeFieldContainer[Relation]
-    def __init__(self, program: _Optional[str] = ..., relations: _Optional[_Iterable[_Union[Relation, _Mapping]]] = ...) -> None: ...
+    nodes: _containers.RepeatedCompositeFieldContainer[DataflowNode]
+    def __init__(self, program: _Optional[str] = ..., relations: _Optional[_Iterable[_Union[Relation, _Mapping]]] = ..., nodes: _Optional[_Iterable[_Union[DataflowNode, _Mapping]]] = ...) -> None: ...
 
 class StatsRequest(_message.Message):
     __slots__ = ()
@@ -146,7 +182,7 @@ class ReaderStats(_message.Message):
     def __init__(self, view: _Optional[str] = ..., key: _Optional[_Iterable[str]] = ..., partial: _Optional[bool] = ..., present_keys: _Optional[int] = ...) -> None: ...
 
 class StatsResponse(_message.Message):
-    __slots__ = ("applied_epoch", "durable_epoch", "flushed_epoch", "upqueries", "spark_jobs", "dropped_deltas", "readers")
+    __slots__ = ("applied_epoch", "durable_epoch", "flushed_epoch", "upqueries", "spark_jobs", "dropped_deltas", "readers", "states")
     APPLIED_EPOCH_FIELD_NUMBER: _ClassVar[int]
     DURABLE_EPOCH_FIELD_NUMBER: _ClassVar[int]
     FLUSHED_EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -154,6 +190,7 @@ class StatsResponse(_message.Message):
     SPARK_JOBS_FIELD_NUMBER: _ClassVar[int]
     DROPPED_DELTAS_FIELD_NUMBER: _ClassVar[int]
     READERS_FIELD_NUMBER: _ClassVar[int]
+    STATES_FIELD_NUMBER: _ClassVar[int]
     applied_epoch: int
     durable_epoch: int
     flushed_epoch: int
@@ -161,7 +198,8 @@ class StatsResponse(_message.Message):
     spark_jobs: int
     dropped_deltas: int
     readers: _containers.RepeatedCompositeFieldContainer[ReaderStats]
-    def __init__(self, applied_epoch: _Optional[int] = ..., durable_epoch: _Optional[int] = ..., flushed_epoch: _Optional[int] = ..., upqueries: _Optional[int] = ..., spark_jobs: _Optional[int] = ..., dropped_deltas: _Optional[int] = ..., readers: _Optional[_Iterable[_Union[ReaderStats, _Mapping]]] = ...) -> None: ...
+    states: _containers.RepeatedCompositeFieldContainer[DataflowNode]
+    def __init__(self, applied_epoch: _Optional[int] = ..., durable_epoch: _Optional[int] = ..., flushed_epoch: _Optional[int] = ..., upqueries: _Optional[int] = ..., spark_jobs: _Optional[int] = ..., dropped_deltas: _Optional[int] = ..., readers: _Optional[_Iterable[_Union[ReaderStats, _Mapping]]] = ..., states: _Optional[_Iterable[_Union[DataflowNode, _Mapping]]] = ...) -> None: ...
 
 class LoadRequest(_message.Message):
     __slots__ = ("source", "path", "format", "options")
