@@ -169,7 +169,9 @@ class CircuitBuilder:
         *,
         hidden: Mapping[str, tuple[str, ...]] | None = None,
         aggregates: Mapping[str, UserFunction] | None = None,
+        partial: bool = True,
     ) -> None:
+        self.allow_partial = partial
         self.relations = relations
         self.exprs = exprs
         self.fetch = fetch
@@ -196,7 +198,7 @@ class CircuitBuilder:
     # -- root operators ---------------------------------------------------------
 
     def build(self, expr: ra.Expr, key: Key) -> Node:
-        if key == ():
+        if key == () or not self.allow_partial:
             key = None
         if isinstance(expr, ra.Scan):
             attributes = self.hidden.get(expr.relation)
@@ -476,7 +478,7 @@ class CircuitBuilder:
     def reader(self, relation: str, key: tuple[str, ...]) -> Circuit:
         """A hydrated circuit whose reader answers `relation` by the `key` attributes."""
         parent = self.build(self.exprs[relation], key or None)
-        reader = Reader(parent, _positions(parent.schema, key), partial=bool(key))
+        reader = Reader(parent, _positions(parent.schema, key), partial=bool(key) and self.allow_partial)
         circuit = Circuit(reader)
         circuit.hydrate()
         return circuit

@@ -62,10 +62,18 @@ class CompiledProgram:
         relation = self.relations[name]
         return tuple((a, relation.types[a]) for a in relation.attributes)
 
-    def build_reader(self, view: str, key: tuple[str, ...], fetch: Fetch) -> Circuit:
-        """A hydrated circuit answering `view` (a derived or `p@ind` relation) by `key`."""
+    def build_reader(
+        self, view: str, key: tuple[str, ...], fetch: Fetch, *, partial: bool = True
+    ) -> Circuit:
+        """A hydrated circuit answering `view` (a derived or `p@ind` relation) by `key`;
+        with `partial=False` every state is full (the fully materialized reference)."""
         builder = CircuitBuilder(
-            self.relations, self.plan.exprs, fetch, hidden=self.plan.hidden, aggregates=self.aggregates
+            self.relations,
+            self.plan.exprs,
+            fetch,
+            hidden=self.plan.hidden,
+            aggregates=self.aggregates,
+            partial=partial,
         )
         return builder.reader(view, key)
 

@@ -112,6 +112,7 @@ def serve(
     flush_interval: float = 5.0,
     store: str | None = None,
     origins: Mapping[str, str] | None = None,
+    full_state: bool = False,
 ) -> None:
     """Runs the server until SIGINT or SIGTERM. Prints `pomoview listening on HOST:PORT` when ready.
 
@@ -144,6 +145,7 @@ def serve(
                 setting("port", port),
                 setting("flush_interval", f"{flush_interval}s"),
                 setting("program", program if program is not None else "none"),
+                setting("full_state", full_state),
             ]
         ),
     )
@@ -152,7 +154,9 @@ def serve(
     spark.start_in_background()
     try:
         # A store on Hadoop's file system opens through the JVM: this waits for it to boot.
-        scheduler = Scheduler(data_dir, spark, flush_interval=flush_interval, store_dir=location)
+        scheduler = Scheduler(
+            data_dir, spark, flush_interval=flush_interval, store_dir=location, full_state=full_state
+        )
     except StoreLocationError as err:
         print(f"pomoview: {err}", file=sys.stderr)
         spark.stop()

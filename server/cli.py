@@ -214,6 +214,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         spark_master=config["spark_master"][0],
         flush_interval=args.flush_interval,
         store=config["store"][0] or None,
+        full_state=args.full_state or os.environ.get("POMOVIEW_FULL_STATE", "") not in ("", "0"),
         origins={name: origin for name, (_, origin) in config.items()},
     )
     return 0
@@ -386,6 +387,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=5.0,
         metavar="SECONDS",
         help="seconds between moves of the write-ahead log into the Parquet store (default %(default)s)",
+    )
+    p.add_argument(
+        "--full-state",
+        action="store_true",
+        help="materialize every state in full (no partial state, no upqueries after the first "
+        "scan); for comparison in benchmarks (env POMOVIEW_FULL_STATE=1)",
     )
     p.set_defaults(handler=cmd_serve)
 

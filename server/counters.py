@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pomoview.dataflow.introspect import NodeInfo
+
 
 @dataclass
 class Counters:
@@ -28,3 +30,5 @@ class Stats:
     spark_jobs: int
     dropped_deltas: int
     readers: list[ReaderInfo] = field(default_factory=list)
+    # Every node of the program's dataflow built so far, inputs first.
+    states: list[NodeInfo] = field(default_factory=list)

@@ -66,6 +66,7 @@ class LookupRounds:
     _flushing: threading.Lock
     _upquery_versions: Counter[int]
     flush_interval: float
+    full_state: bool
 
     def _require_program(self) -> CompiledProgram:
         raise NotImplementedError
@@ -243,7 +244,7 @@ class LookupRounds:
         circuit = self.circuits.get(name)
         if circuit is None:
             # Building hydrates the full states; a FetchPending here discards the new circuit.
-            circuit = program.build_reader(view, key_attrs, fetch)
+            circuit = program.build_reader(view, key_attrs, fetch, partial=not self.full_state)
             self.circuits[name] = circuit
         else:
             circuit.set_fetch(fetch)

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from pomoview.dataflow.circuit import Circuit
+from pomoview.dataflow.introspect import NodeInfo, describe_nodes
 from pomoview.planner.compile import CompiledProgram, compile_program
 from pomoview.planner.errors import Diagnostic, ProgramError
 
@@ -76,7 +77,10 @@ class Scheduler(WritePath, LookupRounds, Flusher):
         *,
         flush_interval: float = 5.0,
         store_dir: Path | str | None = None,
+        full_state: bool = False,
     ) -> None:
+        # Every state full (no partial state): the comparison run of bench/partial_memory.py.
+        self.full_state = full_state
         self.data_dir = Path(data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.flush_interval = flush_interval
@@ -184,7 +188,22 @@ class Scheduler(WritePath, LookupRounds, Flusher):
 
     # -- introspection ------------------------------------------------------------
 
+    def dataflow_nodes(self, view: str | None = None) -> list[NodeInfo]:
+        """The dataflow built so far (for `view`'s readers only, when given), inputs first."""
+        program = self._require_program()
+        if view is not None and view not in program.views:
+            known = ", ".join(sorted(program.views)) or "none"
+            raise NotFound(f"no view named {view!r} (views: {known})")
+        with self._dataflow:
+            out: list[NodeInfo] = []
+            for (name, key), circuit in self.circuits.items():
+                if view is None or name == view:
+                    prefix = f"{name}({','.join(key)})/"
+                    out.extend(describe_nodes(list(circuit.nodes), name, prefix))
+            return out
+
     def stats(self) -> Stats:
+        states = self.dataflow_nodes() if self.program is not None else []
         with self._dataflow:
             readers = [
                 ReaderInfo(view, key, c.reader.partial, c.reader.state.present_keys())
@@ -199,6 +218,7 @@ class Scheduler(WritePath, LookupRounds, Flusher):
                 spark_jobs=self.counters.spark_jobs,
                 dropped_deltas=dropped,
                 readers=readers,
+                states=states,
             )
 
     # -- bulk load ----------------------------------------------------------------

@@ -10,6 +10,7 @@ from typing import TypeVar
 
 import grpc
 
+from pomoview.dataflow.introspect import NodeInfo
 from pomoview.planner.compile import CompiledProgram
 from pomoview.proto.pomoview.v1 import view_service_pb2 as pb
 from pomoview.proto.pomoview.v1 import view_service_pb2_grpc as pb_grpc
@@ -72,6 +73,25 @@ def relations_message(program: CompiledProgram) -> list[pb.Relation]:
             )
         )
     return out
+
+
+def node_message(node: NodeInfo) -> pb.DataflowNode:
+    return pb.DataflowNode(
+        id=node.id,
+        operator=node.operator,
+        detail=node.detail,
+        inputs=node.inputs,
+        stateful=node.stateful,
+        key=node.key,
+        partial=node.partial,
+        present_keys=node.present_keys,
+        rows=node.rows,
+        bytes=node.bytes,
+        dropped=node.dropped,
+        upqueries=node.upqueries,
+        evictions=node.evictions,
+        views=node.views,
+    )
 
 
 class ViewService(pb_grpc.ViewServiceServicer):
@@ -143,7 +163,14 @@ class ViewService(pb_grpc.ViewServiceServicer):
         program = self.scheduler.program
         if program is None:
             return pb.DescribeResponse()
-        return pb.DescribeResponse(program=program.text, relations=relations_message(program))
+        nodes: list[NodeInfo] = []
+        if request.view:
+            nodes = self._call(context, lambda: self.scheduler.dataflow_nodes(request.view))
+        return pb.DescribeResponse(
+            program=program.text,
+            relations=relations_message(program),
+            nodes=[node_message(n) for n in nodes],
+        )
 
     def Stats(self, request: pb.StatsRequest, context: grpc.ServicerContext) -> pb.StatsResponse:
         stats = self.scheduler.stats()
@@ -160,6 +187,7 @@ class ViewService(pb_grpc.ViewServiceServicer):
                 )
                 for r in stats.readers
             ],
+            states=[node_message(n) for n in stats.states],
         )
 
     def Load(
