@@ -59,9 +59,6 @@ class Circuit:
     def __init__(self, sinks: Node | Sequence[Node]) -> None:
         self.sinks: tuple[Node, ...] = (sinks,) if isinstance(sinks, Node) else tuple(sinks)
         self.nodes = topological_order(list(reversed(self.sinks)))
-        self.metrics = Metrics()
-        for node in self.nodes:
-            node.metrics = self.metrics
         self.assign_ids(())
         self.sources: dict[str, list[Node]] = {}
         for node in self.nodes:
@@ -79,8 +76,17 @@ class Circuit:
             inner = getattr(node, "circuit", None)
             if isinstance(inner, Circuit):
                 inner.assign_ids(node.global_id)
-                for inner_node in inner.nodes:
-                    inner_node.metrics = self.metrics
+
+    @property
+    def metrics(self) -> Metrics:
+        """The sums of every node's counters, nested circuits included."""
+        total = Metrics()
+        for node in self.nodes:
+            total.add(node.metrics)
+            inner = getattr(node, "circuit", None)
+            if isinstance(inner, Circuit):
+                total.add(inner.metrics)
+        return total
 
     @property
     def reader(self) -> Reader:

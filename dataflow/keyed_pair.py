@@ -1,20 +1,46 @@
-"""The state and upquery mechanics shared by Join and AntiJoin: two inputs, each indexed by
-its key columns, filled together.
+"""The state and upquery mechanics shared by Join, AntiJoin and AggregateJoin: two inputs
+matched on join columns, one of them (the *keyed side*) indexed by the key the node below
+upqueries by, the other (the *other side*) indexed by the join columns.
 
-Invariant (partial mode): a key is present on both sides or on neither. An upquery by the
-left key asks both inputs for the missing keys before it fills either side, so an input
-that cannot answer yet (it raises) leaves both sides without the key, nothing half done.
-Full mode: both sides are hydrated from their inputs, and an upquery on any columns is
-answered by scanning the left side's keys. A subclass says what one key outputs.
+Partial mode (Noria's join upquery): the key traces to columns of the keyed side only.
+- An upquery for keys K asks the keyed input for K, takes the join keys J of the rows it
+  gets, and asks the other input for the J that are missing on the other side: a
+  *dependent upquery*. Both sides are filled only once both answered, in one call on the
+  dataflow thread, so the answer is a snapshot of one epoch (invariant 3). When K is the
+  join columns themselves, J = K is known up front and both inputs are asked at once.
+- Invariant (checked by `check`): every join key of a present keyed row is present on the
+  other side. So a delta on the other side for a missing join key meets no present keyed
+  row, and is dropped (invariant 2) without loss; one for a present join key is joined
+  with the present keyed rows of that join key, found through `by_join`, an index of the
+  keyed side's present rows by the join columns.
+- A delta on the keyed side for a missing key is dropped. One for a present key whose join
+  key is missing on the other side cannot be joined (a write never upqueries): the node
+  drops it and *evicts* the key, here and below (Noria's join eviction), so the next read
+  upqueries it again.
+- An eviction from the other input (join keys J) evicts the keyed rows of J first, to keep
+  the invariant.
+
+Full mode: both sides keyed by the join columns and hydrated from their inputs; an upquery
+by the join columns reads them, any other upquery scans.
+
+A subclass keeps the other side's state and says what a keyed row outputs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 
 from .keyed_state import Key, KeyedState, Row
-from .node import Node, group_by_key, project, select_keys
+from .node import EvictCols, Node, StateSummary, ask_all, group_by_key, matching_keys, project, select_keys
 from .zset import ZSet
+
+
+def _reorder(keys: Iterable[Key], have: tuple[int, ...], want: tuple[int, ...]) -> list[Key]:
+    """Keys over columns `have` as keys over the same columns in the order `want`."""
+    if have == want:
+        return list(keys)
+    where = [have.index(c) for c in want]
+    return [tuple(k[i] for i in where) for k in keys]
 
 
 class KeyedPair(Node):
@@ -29,52 +55,239 @@ class KeyedPair(Node):
         right_keys: tuple[int, ...],
         *,
         partial: bool,
+        keyed_side: int = 0,
+        side_key: tuple[int, ...] | None = None,
+        other_partial: bool | None = None,
     ) -> None:
+        """`side_key`: the keyed side's key columns (default: its join columns, which is the
+        only choice in full mode). `other_partial`: whether the other side's state is partial
+        (default: as `partial`); it is full when the other input has no provenance for J."""
         assert len(left_keys) == len(right_keys)
         super().__init__(schema, (left, right))
         self.left_keys = left_keys
         self.right_keys = right_keys
-        self.sides = (KeyedState(partial=partial), KeyedState(partial=partial))
+        self.keyed_side = keyed_side
+        self.keyed_on = left_keys if keyed_side == 0 else right_keys
+        self.other_on = right_keys if keyed_side == 0 else left_keys
+        self.side_key = self.keyed_on if side_key is None or not partial else side_key
+        self.keyed = KeyedState(partial=partial)
+        # The keyed side's present rows by join key: the keyed state itself when it is keyed
+        # by the join columns in their order.
+        self.by_join = self.keyed if self.side_key == self.keyed_on else KeyedState(partial=False)
+        self.other_partial = partial if other_partial is None else other_partial
 
     @property
     def partial(self) -> bool:
-        return self.sides[0].partial
+        return self.keyed.partial
 
-    def _output(self, key: Key) -> ZSet[Row]:
-        """The node's whole output for one key, from both sides' state."""
+    # -- what a subclass provides -------------------------------------------------------
+
+    def _other_present(self, j: Key) -> bool:
         raise NotImplementedError
+
+    def _other_missing(self, js: Iterable[Key]) -> list[Key]:
+        return [j for j in dict.fromkeys(js) if not self._other_present(j)]
+
+    def _other_fill(self, j: Key, rows: list[tuple[Row, int]]) -> None:
+        """Marks join key `j` present on the other side with exactly `rows`."""
+        raise NotImplementedError
+
+    def _other_evict(self, j: Key) -> None:
+        raise NotImplementedError
+
+    def _other_keys_matching(self, cols: EvictCols, keys: Collection[Key]) -> list[Key]:
+        raise NotImplementedError
+
+    def _other_hydrate(self, rows: ZSet[Row]) -> None:
+        raise NotImplementedError
+
+    def _emit(self, row: Row, weight: int, j: Key, out: ZSet[Row]) -> None:
+        """Adds to `out` what the keyed row `row` (of `weight`) outputs against the other
+        side's current state for its join key `j`."""
+        raise NotImplementedError
+
+    def _other_delta(self, j: Key, changes: list[tuple[Row, int]], out: ZSet[Row]) -> None:
+        """Applies the other side's changes for the present join key `j` and adds the change
+        of the output of the keyed rows of `j` to `out`."""
+        raise NotImplementedError
+
+    def _output_sources(self, col: int) -> dict[int, int]:
+        """Where output column `col` comes from: input side -> column of that input."""
+        raise NotImplementedError
+
+    def _other_summary(self) -> tuple[int, int, int]:
+        """(present keys, rows, bytes) of the other side's state."""
+        raise NotImplementedError
+
+    # -- columns --------------------------------------------------------------------------
+
+    def _to_side(self, cols: tuple[int, ...]) -> tuple[int, ...] | None:
+        """Output columns `cols` as columns of the keyed input, or None if one is not there."""
+        out = []
+        for c in cols:
+            source = self._output_sources(c).get(self.keyed_side)
+            if source is None:
+                return None
+            out.append(source)
+        return tuple(out)
+
+    def output_key_cols(self) -> tuple[int, ...]:
+        """The output columns that carry the keyed side's key (the node's key below)."""
+        found = []
+        for c in self.side_key:
+            found.append(
+                next(o for o in range(len(self.schema)) if self._output_sources(o).get(self.keyed_side) == c)
+            )
+        return tuple(found)
+
+    # -- forward --------------------------------------------------------------------------
+
+    def _add_keyed(self, key: Key, row: Row, weight: int, j: Key) -> None:
+        self.keyed.add(key, row, weight)
+        if self.by_join is not self.keyed:
+            self.by_join.add(j, row, weight)
+
+    def on_delta(self, port: int, delta: ZSet[Row]) -> ZSet[Row]:
+        out: ZSet[Row] = ZSet()
+        if port == self.keyed_side:
+            evict: list[Key] = []
+            for row, weight in delta.items():
+                key = project(row, self.side_key)
+                if not self.keyed.is_present(key):
+                    self.metrics.dropped += 1
+                    continue
+                j = project(row, self.keyed_on)
+                if not self._other_present(j):
+                    # A write never upqueries: the key cannot be kept complete, so it goes.
+                    self.metrics.dropped += 1
+                    self._evict_keyed([key])
+                    evict.append(key)
+                    continue
+                self._emit(row, weight, j, out)
+                self._add_keyed(key, row, weight, j)
+            if evict:
+                # Before `out` travels on: below, the evicted keys then drop their rows.
+                self.evict_below(self.output_key_cols(), evict)
+            return out
+        for j, changes in delta.index_with(lambda row: project(row, self.other_on)).groups():
+            if not self._other_present(j):
+                self.metrics.dropped += len(changes)
+                continue
+            self._other_delta(j, list(changes.items()), out)
+        return out
+
+    # -- eviction ----------------------------------------------------------------------------
+
+    def _evict_keyed(self, keys: Iterable[Key]) -> int:
+        """Makes `keys` missing on the keyed side (not below); returns how many were present."""
+        count = 0
+        for key in keys:
+            group = self.keyed.get(key)
+            if group is None:
+                continue
+            if self.by_join is not self.keyed:
+                for row, weight in list(group.items()):
+                    self.by_join.add(project(row, self.keyed_on), row, -weight)
+            self.keyed.evict(key)
+            count += 1
+        self.metrics.evictions += count
+        return count
+
+    def on_evict(self, port: int, cols: EvictCols, keys: Collection[Key]) -> None:
+        assert self.partial, f"eviction reached the full state {self.describe()}"
+        if port == self.keyed_side:
+            evicted = matching_keys(self.keyed, self.side_key, cols, keys)
+        else:
+            js = self._other_keys_matching(cols, keys)
+            evicted = list(
+                dict.fromkeys(
+                    project(row, self.side_key) for j in js for row in (self.by_join.get(j) or {})
+                )
+            )
+            for j in js:
+                self._other_evict(j)
+            self.metrics.evictions += len(js)
+        self._evict_keyed(evicted)
+        self.evict_below(self.output_key_cols(), evicted)
+
+    # -- backward ---------------------------------------------------------------------------
 
     def hydrate(self) -> None:
         if self.partial:
             return
-        for side, node, cols in (
-            (0, self.inputs[0], self.left_keys),
-            (1, self.inputs[1], self.right_keys),
-        ):
-            for row, weight in node.query((), [()]).items():
-                self.sides[side].add(project(row, cols), row, weight)
+        for row, weight in self.inputs[self.keyed_side].query((), [()]).items():
+            self.keyed.add(project(row, self.side_key), row, weight)
+        self._other_hydrate(self.inputs[1 - self.keyed_side].query((), [()]))
+
+    def _fill(self, missing: list[Key]) -> None:
+        keyed_input, other_input = self.inputs[self.keyed_side], self.inputs[1 - self.keyed_side]
+        if set(self.side_key) == set(self.keyed_on):
+            # The join keys are the asked keys: both inputs are asked in the same round.
+            need = self._other_missing(_reorder(missing, self.side_key, self.keyed_on))
+            asks = [lambda: keyed_input.query(self.side_key, missing)]
+            if need:
+                asks.append(lambda: other_input.query(self.other_on, need))
+            answers = ask_all(asks)
+            rows, other_rows = answers[0], (answers[1] if need else ZSet())
+        else:
+            rows = keyed_input.query(self.side_key, missing)
+            need = self._other_missing(project(row, self.keyed_on) for row, _ in rows.items())
+            other_rows = other_input.query(self.other_on, need) if need else ZSet()
+        # Both answers are in: fill both sides (nothing was filled if either raised).
+        for key, got in group_by_key(rows.items(), self.side_key, missing).items():
+            self.keyed.fill(key, got)
+            if self.by_join is not self.keyed:
+                for row, weight in got:
+                    self.by_join.add(project(row, self.keyed_on), row, weight)
+        for j, got in group_by_key(other_rows.items(), self.other_on, need).items():
+            self._other_fill(j, got)
+        self.metrics.filled_keys += len(missing)
 
     def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
-        if cols == self.left_keys:
-            missing = self.sides[0].missing(keys)
-            if missing:
-                answers = [
-                    group_by_key(node.query(key_cols, missing).items(), key_cols, missing)
-                    for node, key_cols in (
-                        (self.inputs[0], self.left_keys),
-                        (self.inputs[1], self.right_keys),
-                    )
-                ]
-                for side, got in enumerate(answers):
-                    for key, rows in got.items():
-                        self.sides[side].fill(key, rows)
-                self.metrics.filled_keys += len(missing)
+        side_cols = self._to_side(cols)
+        by_key = side_cols is not None and set(side_cols) == set(self.side_key)
+        if not by_key:
+            assert not self.partial, f"partial {self.describe()} queried on {cols}"
             out: ZSet[Row] = ZSet()
-            for key in dict.fromkeys(keys):
-                out.extend(self._output(key))
-            return out
-        assert not self.partial, f"partial {self.describe()} queried on {cols}, keyed on {self.left_keys}"
+            for key in self.keyed.keys():
+                for row, weight in (self.keyed.get(key) or {}).items():
+                    self._emit(row, weight, project(row, self.keyed_on), out)
+            return select_keys(out, cols, set(keys))
+        assert side_cols is not None
+        wanted = list(dict.fromkeys(_reorder(keys, side_cols, self.side_key)))
+        missing = self.keyed.missing(wanted)
+        if missing:
+            self._fill(missing)
         out = ZSet()
-        for key, _ in list(self.sides[0].groups()):
-            out.extend(self._output(key))
-        return select_keys(out, cols, set(keys))
+        for key in wanted:
+            for row, weight in (self.keyed.get(key) or {}).items():
+                self._emit(row, weight, project(row, self.keyed_on), out)
+        return out
+
+    # -- introspection ------------------------------------------------------------------------
+
+    def state_summary(self) -> StateSummary:
+        keyed_input = self.inputs[self.keyed_side]
+        other_keys, other_rows, other_bytes = self._other_summary()
+        extra = 0 if self.by_join is self.keyed else self.by_join.estimate_bytes()
+        return StateSummary(
+            tuple(keyed_input.schema[c] for c in self.side_key),
+            self.partial,
+            self.keyed.present_keys() + other_keys,
+            self.keyed.row_count() + other_rows,
+            self.keyed.estimate_bytes() + extra + other_bytes,
+        )
+
+    def check(self) -> None:
+        """Asserts the invariant: every join key of a present keyed row is present on the
+        other side, and `by_join` indexes exactly the present keyed rows."""
+        if not self.partial:
+            return
+        indexed: dict[Key, dict[Row, int]] = {}
+        for _, group in self.keyed.groups():
+            for row, weight in group.items():
+                j = project(row, self.keyed_on)
+                assert self._other_present(j), f"{self.describe()}: join key {j!r} missing"
+                indexed.setdefault(j, {})[row] = weight
+        if self.by_join is not self.keyed:
+            assert indexed == dict(self.by_join.groups()), f"{self.describe()}: by_join drifted"

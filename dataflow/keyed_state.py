@@ -9,9 +9,14 @@ dropped by the caller (Noria invariant 2, no partial updates).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Iterator
 
 from .zset import ZSet
+
+
+def _tuple_bytes(values: tuple[object, ...]) -> int:
+    return sys.getsizeof(values) + sum(sys.getsizeof(v) for v in values)
 
 Row = tuple[object, ...]
 Key = tuple[object, ...]
@@ -79,6 +84,39 @@ class KeyedState:
             if not group and not self.partial:
                 del self._groups[key]
         return True
+
+    def evict(self, key: Key) -> bool:
+        """Makes a present key missing again (partial states only); False if it was missing."""
+        assert self.partial, "a full state is never evicted"
+        group = self._groups.pop(key, None)
+        if group is None:
+            return False
+        self._rows -= len(group)
+        return True
+
+    def keys(self) -> list[Key]:
+        return list(self._groups)
+
+    def estimate_bytes(self, sample: int = 64) -> int:
+        """An estimate of the memory the state holds: the dicts, plus rows and keys sized
+        from a sample (values shared between rows are counted once per row: an upper bound)."""
+        total = sys.getsizeof(self._groups)
+        rows_seen = 0
+        row_bytes = 0
+        key_bytes = 0
+        for i, (key, group) in enumerate(self._groups.items()):
+            total += sys.getsizeof(group)
+            if i < sample:
+                key_bytes += _tuple_bytes(key)
+                for row in list(group)[: max(1, sample // 8)]:
+                    row_bytes += _tuple_bytes(row)
+                    rows_seen += 1
+        keys = len(self._groups)
+        if keys:
+            total += key_bytes * keys // min(keys, sample)
+        if rows_seen:
+            total += row_bytes * self._rows // rows_seen
+        return total
 
     def present_keys(self) -> int:
         return len(self._groups)

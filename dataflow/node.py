@@ -66,32 +66,87 @@ def matches(row: Row, positions: tuple[tuple[int, Any], ...]) -> bool:
     return all(row[i] == value for i, value in positions)
 
 
+@dataclass(frozen=True)
+class FetchRequest:
+    """One keyed fetch a source index needs: `source`'s tuples whose `columns` equal one of
+    `keys` and that match `filters`."""
+
+    source: str
+    columns: tuple[str, ...]
+    keys: tuple[Key, ...]
+    filters: Filters = ()
+
+
 class FetchPending(Exception):  # noqa: N818 (a signal, not an error)
     """Raised by a Fetch whose answer is not at hand yet (say, a Spark job must run first).
 
     Every node asks all of its inputs before it fills any state of its own, so the
     upquery stops with each state either filled completely or untouched; the caller
-    gets the answer ready and runs the lookup again.
+    gets the answers ready and runs the lookup again. A node with several inputs asks
+    each of them even when one is pending, and raises one FetchPending with every
+    request (`requests`), so that one round names all the fetches it can know of and
+    the caller can run them together.
     """
 
     def __init__(
-        self, source: str, columns: tuple[str, ...], keys: list[Key], filters: Filters = ()
+        self,
+        source: str,
+        columns: tuple[str, ...],
+        keys: list[Key],
+        filters: Filters = (),
+        *,
+        more: tuple[FetchRequest, ...] = (),
     ) -> None:
         where = f" where {filters}" if filters else ""
-        super().__init__(f"fetch {source} by {columns} for {len(keys)} key(s){where}")
+        extra = f" and {len(more)} more fetch(es)" if more else ""
+        super().__init__(f"fetch {source} by {columns} for {len(keys)} key(s){where}{extra}")
         self.source = source
         self.columns = columns
         self.keys = keys
         self.filters = filters
+        self.requests: tuple[FetchRequest, ...] = (
+            FetchRequest(source, columns, tuple(keys), filters),
+        ) + more
+
+    @staticmethod
+    def merge(pendings: list[FetchPending]) -> FetchPending:
+        """One FetchPending asking for every request of `pendings` (duplicates once)."""
+        requests = tuple(dict.fromkeys(r for p in pendings for r in p.requests))
+        first = requests[0]
+        return FetchPending(
+            first.source, first.columns, list(first.keys), first.filters, more=requests[1:]
+        )
+
+
+def ask_all(asks: Sequence[Callable[[], ZSet[Row]]]) -> list[ZSet[Row]]:
+    """Runs every upquery of `asks` even when some raise FetchPending, then raises one
+    FetchPending with all their requests; else returns their answers in order."""
+    answers: list[ZSet[Row]] = []
+    pending: list[FetchPending] = []
+    for ask in asks:
+        try:
+            answers.append(ask())
+        except FetchPending as err:
+            pending.append(err)
+    if pending:
+        raise FetchPending.merge(pending)
+    return answers
 
 
 @dataclass
 class Metrics:
-    """Counters shared by the nodes of one circuit."""
+    """A node's counters (a circuit reports their sums)."""
 
-    dropped: int = 0
-    filled_keys: int = 0
-    fetches: int = 0
+    dropped: int = 0  # deltas dropped at a missing key
+    filled_keys: int = 0  # keys filled by upqueries
+    fetches: int = 0  # fetches from the sources
+    evictions: int = 0  # keys made missing again (join evictions, eviction under a budget)
+
+    def add(self, other: Metrics) -> None:
+        self.dropped += other.dropped
+        self.filled_keys += other.filled_keys
+        self.fetches += other.fetches
+        self.evictions += other.evictions
 
 
 def project(row: Row, cols: tuple[int, ...]) -> Key:
@@ -120,8 +175,51 @@ def select_keys(rows: ZSet[Row], cols: tuple[int, ...], keys: Collection[Key]) -
     return rows.filter(lambda row: project(row, cols) in wanted)
 
 
+# The columns of an eviction: positions in the evicting node's output, or None for "every row".
+EvictCols = tuple[int, ...] | None
+
+
+@dataclass
+class StateSummary:
+    """What Stats reports of one state: its key columns (names), mode and size."""
+
+    key: tuple[str, ...]
+    partial: bool
+    present_keys: int
+    rows: int
+    bytes: int
+
+
+def matching_keys(
+    state: KeyedState, key_cols: tuple[int, ...], cols: EvictCols, keys: Collection[Key]
+) -> list[Key]:
+    """The present keys of `state` (keyed by `key_cols`) that hold a row whose `cols` values
+    are among `keys`, or every present key when `cols` is None. When `cols` covers the key
+    columns the keys are derived without a scan (a superset, which is safe to evict)."""
+    if cols is None:
+        return state.keys()
+    if set(key_cols) <= set(cols):
+        where = [cols.index(c) for c in key_cols]
+        derived = {tuple(k[i] for i in where) for k in keys}
+        return [k for k in derived if state.get(k) is not None]
+    wanted = set(keys)
+    return [
+        key
+        for key, group in state.groups()
+        if any(project(row, cols) in wanted for row in group)
+    ]
+
+
 class Node:
-    """A vertex of a circuit: N inputs, one output stream."""
+    """A vertex of a circuit: N inputs, one output stream.
+
+    Eviction flows down, the opposite way of an upquery: `evict_below(cols, keys)` tells
+    every consumer (`consumers`, set by the graph) that the rows of this node's output whose
+    `cols` are among `keys` may be incomplete from now on. A stateless node passes the
+    message on (translating columns); a partial state makes every key holding such rows
+    missing and passes its own keys on (Noria invariant 4, prefix presence). A full state
+    never receives one: every node above a full node is full.
+    """
 
     kind: ClassVar[NodeKind] = "operator"
     stateful = False
@@ -132,6 +230,23 @@ class Node:
         self.metrics = Metrics()
         self.local_id = -1
         self.global_id: tuple[int, ...] = ()
+        self.consumers: list[tuple[Node, int]] = []  # (consumer, the port it reads this node on)
+
+    def evict_below(self, cols: EvictCols, keys: Collection[Key]) -> None:
+        if keys or cols is None:
+            for consumer, port in self.consumers:
+                consumer.on_evict(port, cols, keys)
+
+    def on_evict(self, port: int, cols: EvictCols, keys: Collection[Key]) -> None:
+        """An input evicted `keys` on `cols` of its output. The default suits stateless
+        nodes whose output keeps their input's columns in place (Filter, Union, Minus,
+        Extend)."""
+        assert not self.stateful, f"{self.describe()} keeps state but ignores evictions"
+        self.evict_below(cols, keys)
+
+    def state_summary(self) -> StateSummary | None:
+        """The node's state for Stats (None for a stateless node)."""
+        return None
 
     def eval(self, inputs: Sequence[Value | None], time: Time) -> Value | None:
         """The node's output at `time`, given its inputs' values at `time`."""
@@ -201,3 +316,18 @@ class KeyedNode(Node):
             return
         for row, weight in self.inputs[0].query((), [()]).items():
             self.state.add(project(row, self.key_cols), row, weight)
+
+    def on_evict(self, port: int, cols: EvictCols, keys: Collection[Key]) -> None:
+        assert self.partial, f"eviction reached the full state {self.describe()}"
+        evicted = [k for k in matching_keys(self.state, self.key_cols, cols, keys) if self.state.evict(k)]
+        self.metrics.evictions += len(evicted)
+        self.evict_below(self.key_cols, evicted)
+
+    def state_summary(self) -> StateSummary:
+        return StateSummary(
+            tuple(self.schema[c] for c in self.key_cols),
+            self.partial,
+            self.state.present_keys(),
+            self.state.row_count(),
+            self.state.estimate_bytes(),
+        )

@@ -12,23 +12,30 @@ decides itself what an empty group gives.
 Contract:
 - Not linear: a change in a group retracts every body row with the old value
   and emits it with the new one.
-- State: the body rows, indexed by the group key, and one incremental aggregate
-  state per group key (aggregates.py: a total for count and sum, a multiset and
-  a heap for min and max), updated by the atom's deltas, never recomputed.
-- Partial mode (the downstream key is the group key): both sides filled
-  together, a key present on one side exactly when present on the other; a delta
-  whose group is missing is dropped (and counted in `metrics.dropped`).
+- State (keyed_pair.py): the body rows by the key the node below upqueries by (the
+  keyed side is always the body), indexed by the group columns too, and one
+  incremental aggregate state per group key (aggregates.py: a total for count and
+  sum, a multiset and a heap for min and max), updated by the atom's deltas, never
+  recomputed. It keeps no atom rows: count and sum keep a total per group.
+- Partial mode (the downstream key traces to body columns, not the result): an
+  upquery asks the body input for the keys and the atom input for the groups it
+  lacks (a dependent upquery), and fills both at once. A delta whose key or group is
+  missing is dropped (and counted in `metrics.dropped`); a body delta whose group is
+  missing evicts its key here and below. With no group columns the aggregate is one
+  full group (no provenance), and the body side may still be partial.
 - Full mode: both sides hydrated from their inputs; a group's state is dropped
   when the group becomes empty, and a group with no state aggregates nothing.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Collection
 
 from ..aggregates import NO_VALUE, GroupState, UserAggregate, make, name, same
-from ..keyed_state import Key, KeyedState, Row
-from ..node import Node, group_by_key, project, select_keys
+from ..keyed_pair import KeyedPair
+from ..keyed_state import Key, Row
+from ..node import EvictCols, Node, project
 from ..zset import ZSet
 
 __all__ = ["NO_VALUE", "AggregateJoin"]
@@ -36,9 +43,17 @@ __all__ = ["NO_VALUE", "AggregateJoin"]
 _UNSET = object()
 
 
-class AggregateJoin(Node):
-    stateful = True
+def _state_bytes(state: object) -> int:
+    """An estimate of one group state's memory: the object and its attributes' containers."""
+    total = sys.getsizeof(state)
+    for value in getattr(state, "__dict__", {}).values():
+        total += sys.getsizeof(value)
+    for slot in getattr(type(state), "__slots__", ()):
+        total += sys.getsizeof(getattr(state, slot, None))
+    return total
 
+
+class AggregateJoin(KeyedPair):
     def __init__(
         self,
         body: Node,
@@ -50,23 +65,34 @@ class AggregateJoin(Node):
         result_name: str,
         *,
         partial: bool,
+        side_key: tuple[int, ...] | None = None,
+        other_partial: bool | None = None,
     ) -> None:
-        super().__init__(body.schema + (result_name,), (body, atom))
+        super().__init__(
+            body.schema + (result_name,),
+            body,
+            atom,
+            body_keys,
+            atom_keys,
+            partial=partial,
+            side_key=side_key,
+            other_partial=other_partial,
+        )
         self.body_keys = body_keys
         self.atom_keys = atom_keys
         self.value_col = value_col
         self.function = function
         self.new_state = make(function)
-        self.bodies = KeyedState(partial=partial)
         # One aggregate state per group key. Partial: a key is present iff it has a
         # state (maybe of an empty group). Full: every key is present; empty groups
         # have no state.
         self.groups: dict[Key, GroupState] = {}
         self._empty_value: object = _UNSET
+        self._body_width = len(body.schema)
 
     @property
-    def partial(self) -> bool:
-        return self.bodies.partial
+    def bodies(self) -> object:
+        return self.keyed
 
     def _element(self, row: Row) -> object:
         # count counts whole tuples; the other aggregates take the value column.
@@ -80,92 +106,74 @@ class AggregateJoin(Node):
             self._empty_value = self.new_state().result()
         return self._empty_value
 
-    def on_delta(self, port: int, delta: ZSet[Row]) -> ZSet[Row]:
-        out: ZSet[Row] = ZSet()
-        if port == 0:
-            for row, weight in delta.items():
-                key = project(row, self.body_keys)
-                if not self.bodies.add(key, row, weight):
-                    self.metrics.dropped += 1
-                    continue
-                value = self._value(key)
-                if value is not NO_VALUE:
-                    out.add(row + (value,), weight)
-            return out
-        by_group = delta.index_with(lambda row: project(row, self.atom_keys))
-        for key, changes in by_group.groups():
-            state = self.groups.get(key)
-            if state is None:
-                if self.partial:
-                    self.metrics.dropped += len(changes)
-                    continue
-                state = self.groups[key] = self.new_state()
-            old = state.result()
-            for row, weight in changes.items():
-                state.add(self._element(row), weight)
-            new = state.result()
-            if not self.partial and state.empty():
-                del self.groups[key]
-            if same(old, new):
-                continue
-            for body, weight in (self.bodies.get(key) or {}).items():
-                if old is not NO_VALUE:
-                    out.add(body + (old,), -weight)
-                if new is not NO_VALUE:
-                    out.add(body + (new,), weight)
-        return out
-
     def _load(self, rows: list[tuple[Row, int]]) -> GroupState:
         state = self.new_state()
         for row, weight in rows:
             state.add(self._element(row), weight)
         return state
 
-    def hydrate(self) -> None:
-        if self.partial:
-            return
-        for row, weight in self.inputs[0].query((), [()]).items():
-            self.bodies.add(project(row, self.body_keys), row, weight)
-        by_group = self.inputs[1].query((), [()]).index_with(lambda row: project(row, self.atom_keys))
-        for key, rows in by_group.groups():
-            state = self._load(list(rows.items()))
+    def _output_sources(self, col: int) -> dict[int, int]:
+        if col >= self._body_width:
+            return {}
+        found = {0: col}
+        if col in self.body_keys:
+            found[1] = self.atom_keys[self.body_keys.index(col)]
+        return found
+
+    def _other_present(self, j: Key) -> bool:
+        return not self.other_partial or j in self.groups
+
+    def _other_fill(self, j: Key, rows: list[tuple[Row, int]]) -> None:
+        # Invariant: a fill never overwrites a present group (KeyedState.fill).
+        assert j not in self.groups, f"fill of present group {j!r}"
+        self.groups[j] = self._load(rows)
+
+    def _other_evict(self, j: Key) -> None:
+        self.groups.pop(j, None)
+
+    def _other_keys_matching(self, cols: EvictCols, keys: Collection[Key]) -> list[Key]:
+        if cols is not None and set(self.atom_keys) <= set(cols):
+            where = [cols.index(c) for c in self.atom_keys]
+            return [j for j in {tuple(k[i] for i in where) for k in keys} if j in self.groups]
+        # The groups keep no rows to match against: evict them all.
+        return list(self.groups)
+
+    def _other_hydrate(self, rows: ZSet[Row]) -> None:
+        for key, group in rows.index_with(lambda row: project(row, self.atom_keys)).groups():
+            state = self._load(list(group.items()))
             if not state.empty():
                 self.groups[key] = state
 
-    def _output(self, key: Key) -> ZSet[Row]:
-        out: ZSet[Row] = ZSet()
-        value = self._value(key)
-        if value is NO_VALUE:
-            return out
-        for body, weight in (self.bodies.get(key) or {}).items():
-            out.add(body + (value,), weight)
-        return out
+    def _other_summary(self) -> tuple[int, int, int]:
+        sizes = sys.getsizeof(self.groups) + sum(_state_bytes(s) for s in self.groups.values())
+        return len(self.groups), 0, sizes
 
-    def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
-        if cols == self.body_keys:
-            missing = self.bodies.missing(keys)
-            if missing:
-                bodies = group_by_key(
-                    self.inputs[0].query(self.body_keys, missing).items(), self.body_keys, missing
-                )
-                values = group_by_key(
-                    self.inputs[1].query(self.atom_keys, missing).items(), self.atom_keys, missing
-                )
-                for key in missing:
-                    # Invariant: a fill never overwrites a present group (KeyedState.fill).
-                    assert key not in self.groups, f"fill of present group {key!r}"
-                    self.bodies.fill(key, bodies[key])
-                    self.groups[key] = self._load(values[key])
-                self.metrics.filled_keys += len(missing)
-            out: ZSet[Row] = ZSet()
-            for key in dict.fromkeys(keys):
-                out.extend(self._output(key))
-            return out
-        assert not self.partial, f"partial aggregate queried on {cols}, keyed on {self.body_keys}"
-        out = ZSet()
-        for key, _ in list(self.bodies.groups()):
-            out.extend(self._output(key))
-        return select_keys(out, cols, set(keys))
+    def _emit(self, row: Row, weight: int, j: Key, out: ZSet[Row]) -> None:
+        value = self._value(j)
+        if value is not NO_VALUE:
+            out.add(row + (value,), weight)
+
+    def _other_delta(self, j: Key, changes: list[tuple[Row, int]], out: ZSet[Row]) -> None:
+        state = self.groups.get(j)
+        if state is None:
+            state = self.groups[j] = self.new_state()  # full mode: a new group
+        old = state.result()
+        for row, weight in changes:
+            state.add(self._element(row), weight)
+        new = state.result()
+        if not self.other_partial and state.empty():
+            del self.groups[j]
+        if same(old, new):
+            return
+        for body, weight in (self.by_join.get(j) or {}).items():
+            if old is not NO_VALUE:
+                out.add(body + (old,), -weight)
+            if new is not NO_VALUE:
+                out.add(body + (new,), weight)
 
     def describe(self) -> str:
-        return f"AggregateJoin({name(self.function)}, {'partial' if self.partial else 'full'})"
+        if not self.partial:
+            return f"AggregateJoin({name(self.function)}, full)"
+        by = tuple(self.inputs[0].schema[i] for i in self.side_key)
+        groups = "partial" if self.other_partial else "full"
+        return f"AggregateJoin({name(self.function)}, partial by {by}, groups {groups})"

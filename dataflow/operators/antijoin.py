@@ -12,21 +12,23 @@ Contract:
   emitted again. Linear in the left input for a fixed right side.
 - Port 0's delta meets port 1's old state, then port 1's delta meets port 0's new
   state (the default `eval` order), which gives exactly the change of the output.
-- State: both inputs, each indexed by the key (like Join): the left rows, and
-  the right rows with their weights.
-- Partial mode (the downstream key is the antijoin key): both sides are filled
-  together for a key, so a key is present on both or on neither; a delta whose
-  key is missing is dropped (and counted in `metrics.dropped`); an upquery asks
-  both inputs for the missing keys before it fills either.
-- Full mode: both sides hydrated from their inputs; an upquery on any columns is
-  answered by scanning the left side.
+- State (keyed_pair.py): the left rows by the key the node below upqueries by (the
+  keyed side is always the left: the output is the left's columns), indexed by the
+  antijoin columns too, and the right rows with their weights by the antijoin columns.
+- Partial mode: an upquery asks the left input for the keys and the right input for the
+  antijoin keys it lacks (a dependent upquery), and fills both at once. A delta whose
+  key is missing is dropped; a left delta whose antijoin key is missing on the right
+  evicts its key here and below.
+- Full mode: both sides hydrated from their inputs; an upquery on other columns scans.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from ..keyed_pair import KeyedPair
-from ..keyed_state import Key, Row
-from ..node import Node, project
+from ..keyed_state import Key, KeyedState, Row
+from ..node import EvictCols, Node, matching_keys, project
 from ..zset import ZSet
 
 
@@ -51,44 +53,64 @@ class AntiJoin(KeyedPair):
         right_keys: tuple[int, ...],
         *,
         partial: bool,
+        side_key: tuple[int, ...] | None = None,
+        other_partial: bool | None = None,
     ) -> None:
-        super().__init__(left.schema, left, right, left_keys, right_keys, partial=partial)
+        super().__init__(
+            left.schema,
+            left,
+            right,
+            left_keys,
+            right_keys,
+            partial=partial,
+            side_key=side_key,
+            other_partial=other_partial,
+        )
+        self.other = KeyedState(partial=self.other_partial)
 
-    def on_delta(self, port: int, delta: ZSet[Row]) -> ZSet[Row]:
-        lefts, rights = self.sides
-        out: ZSet[Row] = ZSet()
-        if port == 0:
-            for row, weight in delta.items():
-                key = project(row, self.left_keys)
-                if not lefts.add(key, row, weight):
-                    self.metrics.dropped += 1
-                    continue
-                if not _matched(rights.get(key)):
-                    out.add(row, weight)
-            return out
-        for key, changes in delta.index_with(lambda row: project(row, self.right_keys)).groups():
-            if not rights.is_present(key):
-                self.metrics.dropped += len(changes)
-                continue
-            before = _matched(rights.get(key))
-            for row, weight in changes.items():
-                rights.add(key, row, weight)
-            after = _matched(rights.get(key))
-            if before == after:
-                continue
-            sign = -1 if after else 1
-            for row, weight in (lefts.get(key) or {}).items():
-                out.add(row, sign * weight)
-        return out
+    def _output_sources(self, col: int) -> dict[int, int]:
+        found = {0: col}
+        if col in self.left_keys:
+            found[1] = self.right_keys[self.left_keys.index(col)]
+        return found
 
-    def _output(self, key: Key) -> ZSet[Row]:
-        out: ZSet[Row] = ZSet()
-        if _matched(self.sides[1].get(key)):
-            return out
-        for row, weight in (self.sides[0].get(key) or {}).items():
+    def _other_present(self, j: Key) -> bool:
+        return self.other.is_present(j)
+
+    def _other_fill(self, j: Key, rows: list[tuple[Row, int]]) -> None:
+        self.other.fill(j, rows)
+
+    def _other_evict(self, j: Key) -> None:
+        self.other.evict(j)
+
+    def _other_keys_matching(self, cols: EvictCols, keys: Collection[Key]) -> list[Key]:
+        return matching_keys(self.other, self.other_on, cols, keys)
+
+    def _other_hydrate(self, rows: ZSet[Row]) -> None:
+        for row, weight in rows.items():
+            self.other.add(project(row, self.other_on), row, weight)
+
+    def _other_summary(self) -> tuple[int, int, int]:
+        return self.other.present_keys(), self.other.row_count(), self.other.estimate_bytes()
+
+    def _emit(self, row: Row, weight: int, j: Key, out: ZSet[Row]) -> None:
+        if not _matched(self.other.get(j)):
             out.add(row, weight)
-        return out
+
+    def _other_delta(self, j: Key, changes: list[tuple[Row, int]], out: ZSet[Row]) -> None:
+        before = _matched(self.other.get(j))
+        for row, weight in changes:
+            self.other.add(j, row, weight)
+        after = _matched(self.other.get(j))
+        if before == after:
+            return
+        sign = -1 if after else 1
+        for row, weight in (self.by_join.get(j) or {}).items():
+            out.add(row, sign * weight)
 
     def describe(self) -> str:
         keys = tuple(self.inputs[0].schema[i] for i in self.left_keys)
-        return f"AntiJoin(on {keys}, {'partial' if self.partial else 'full'})"
+        if not self.partial:
+            return f"AntiJoin(on {keys}, full)"
+        by = tuple(self.inputs[0].schema[i] for i in self.side_key)
+        return f"AntiJoin(on {keys}, partial by {by})"

@@ -5,22 +5,26 @@ Contract:
   weight: the product of the two weights.
 - Bilinear: for deltas dL, dR in one step, d(L⋈R) = dL⋈R + L'⋈dR, where L' already
   includes dL. The node applies port 0 before port 1, which gives exactly that.
-- State: both inputs, each indexed by the join key (the "join input" states).
-- Partial mode (the downstream key is the join key): both sides are filled
-  together for a key, so a key is present on both sides or on neither. A
-  delta whose key is missing is dropped; an upquery asks both inputs for the
-  missing join keys (both sides hold the key, so neither answer duplicates
-  the other).
-- Full mode: both sides hydrated from their inputs; upqueries on any columns
-  are answered by scanning.
+- State (keyed_pair.py): the keyed side's rows by the key the node below upqueries by,
+  with an index of them by the join columns, and the other side's rows by the join columns.
+- Partial mode (the downstream key traces to the columns of one input, `keyed_side`):
+  an upquery asks that input for the keys, then the other input for the join keys it
+  lacks (a dependent upquery), and fills both at once. A delta whose key is missing is
+  dropped; a keyed-side delta whose join key is missing on the other side evicts its key
+  here and below (join eviction); an other-side delta for a present join key meets the
+  present keyed rows of that join key.
+- Full mode: both sides hydrated from their inputs; upqueries by the join columns read
+  the state, any other upquery scans.
 - An upquery that raises (an input cannot answer yet) leaves the join unchanged.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from ..keyed_pair import KeyedPair
-from ..keyed_state import Key, Row
-from ..node import Node, project
+from ..keyed_state import Key, KeyedState, Row
+from ..node import EvictCols, Node, matching_keys, project
 from ..zset import ZSet
 
 
@@ -33,39 +37,75 @@ class Join(KeyedPair):
         right_keys: tuple[int, ...],
         *,
         partial: bool,
+        keyed_side: int = 0,
+        side_key: tuple[int, ...] | None = None,
+        other_partial: bool | None = None,
     ) -> None:
         self.right_rest = tuple(i for i in range(len(right.schema)) if i not in right_keys)
         schema = left.schema + tuple(right.schema[i] for i in self.right_rest)
-        super().__init__(schema, left, right, left_keys, right_keys, partial=partial)
+        super().__init__(
+            schema,
+            left,
+            right,
+            left_keys,
+            right_keys,
+            partial=partial,
+            keyed_side=keyed_side,
+            side_key=side_key,
+            other_partial=other_partial,
+        )
+        self.other = KeyedState(partial=self.other_partial)
+        self._left_width = len(left.schema)
 
     def _combine(self, left: Row, right: Row) -> Row:
         return left + tuple(right[i] for i in self.right_rest)
 
-    def on_delta(self, port: int, delta: ZSet[Row]) -> ZSet[Row]:
-        own, other = self.sides[port], self.sides[1 - port]
-        key_cols = self.left_keys if port == 0 else self.right_keys
-        out: ZSet[Row] = ZSet()
-        for row, weight in delta.items():
-            key = project(row, key_cols)
-            if not own.is_present(key):
-                self.metrics.dropped += 1
-                continue
-            matches = other.get(key)
-            assert matches is not None, "join sides are filled together"
-            for match, match_weight in matches.items():
-                joined = self._combine(row, match) if port == 0 else self._combine(match, row)
-                out.add(joined, weight * match_weight)
-            own.add(key, row, weight)
-        return out
+    def _output_sources(self, col: int) -> dict[int, int]:
+        if col < self._left_width:
+            found = {0: col}
+            if col in self.left_keys:
+                found[1] = self.right_keys[self.left_keys.index(col)]
+            return found
+        return {1: self.right_rest[col - self._left_width]}
 
-    def _output(self, key: Key) -> ZSet[Row]:
-        out: ZSet[Row] = ZSet()
-        lefts, rights = self.sides[0].get(key) or {}, self.sides[1].get(key) or {}
-        for left, lw in lefts.items():
-            for right, rw in rights.items():
-                out.add(self._combine(left, right), lw * rw)
-        return out
+    def _other_present(self, j: Key) -> bool:
+        return self.other.is_present(j)
+
+    def _other_fill(self, j: Key, rows: list[tuple[Row, int]]) -> None:
+        self.other.fill(j, rows)
+
+    def _other_evict(self, j: Key) -> None:
+        self.other.evict(j)
+
+    def _other_keys_matching(self, cols: EvictCols, keys: Collection[Key]) -> list[Key]:
+        return matching_keys(self.other, self.other_on, cols, keys)
+
+    def _other_hydrate(self, rows: ZSet[Row]) -> None:
+        for row, weight in rows.items():
+            self.other.add(project(row, self.other_on), row, weight)
+
+    def _other_summary(self) -> tuple[int, int, int]:
+        return self.other.present_keys(), self.other.row_count(), self.other.estimate_bytes()
+
+    def _emit(self, row: Row, weight: int, j: Key, out: ZSet[Row]) -> None:
+        matches = self.other.get(j)
+        assert matches is not None, "a present keyed row has its join key present on the other side"
+        for match, match_weight in matches.items():
+            joined = self._combine(row, match) if self.keyed_side == 0 else self._combine(match, row)
+            out.add(joined, weight * match_weight)
+
+    def _other_delta(self, j: Key, changes: list[tuple[Row, int]], out: ZSet[Row]) -> None:
+        keyed_rows = self.by_join.get(j) or {}
+        for row, weight in changes:
+            for match, match_weight in keyed_rows.items():
+                joined = self._combine(match, row) if self.keyed_side == 0 else self._combine(row, match)
+                out.add(joined, weight * match_weight)
+            self.other.add(j, row, weight)
 
     def describe(self) -> str:
         keys = tuple(self.inputs[0].schema[i] for i in self.left_keys)
-        return f"Join(on {keys}, {'partial' if self.partial else 'full'})"
+        if not self.partial:
+            return f"Join(on {keys}, full)"
+        side = self.inputs[self.keyed_side]
+        by = tuple(side.schema[i] for i in self.side_key)
+        return f"Join(on {keys}, partial by {'left' if self.keyed_side == 0 else 'right'} {by})"

@@ -23,7 +23,7 @@ from collections.abc import Callable, Collection, Hashable, Sequence
 from typing import TypeVar
 
 from ..keyed_state import Key, Row
-from ..node import Node, select_keys
+from ..node import EvictCols, Node, select_keys
 from ..zset import ZSet
 
 E = TypeVar("E", bound=Hashable)
@@ -100,6 +100,24 @@ class Map(Node):
             return ZSet()
         rows = map_zset(self.apply, self.inputs[0].query(parent_cols, parent_keys))
         return select_keys(rows, cols, set(keys))
+
+    def on_evict(self, port: int, cols: EvictCols, keys: Collection[Key]) -> None:
+        """Input columns -> the output columns that copy them; a column not copied means
+        the eviction cannot be narrowed, so it covers every row below."""
+        if cols is None:
+            self.evict_below(None, keys)
+            return
+        out: list[int] = []
+        for c in cols:
+            position = next(
+                (o for o, output in enumerate(self.outputs) if isinstance(output, Column) and output.index == c),
+                None,
+            )
+            if position is None:
+                self.evict_below(None, keys)
+                return
+            out.append(position)
+        self.evict_below(tuple(out), keys)
 
     def describe(self) -> str:
         return f"Map{self.schema}"

@@ -13,7 +13,7 @@ from collections.abc import Collection, Hashable
 from typing import TypeVar
 
 from ..keyed_state import Key, Row
-from ..node import Node
+from ..node import Node, ask_all
 from ..zset import ZSet
 
 E = TypeVar("E", bound=Hashable)
@@ -33,4 +33,5 @@ class Minus(Node):
 
     def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
         a, b = self.inputs
-        return minus(a.query(cols, keys), b.query(cols, keys))
+        first, second = ask_all([lambda: a.query(cols, keys), lambda: b.query(cols, keys)])
+        return minus(first, second)

@@ -1,9 +1,12 @@
 """Union (Plus, PomoFlow §2.9.15): the sum of its inputs' streams.
 
-Contract: linear, stateless. An upquery goes to every input and the answer is
-the sum of all of their answers; since the dataflow thread answers an upquery
-in one go, every piece describes the same epoch (the union-buffering problem of
-partial_state.txt cannot arise).
+Contract: linear, stateless. An upquery goes to every input, and the answer is
+the sum of all of their answers. Every input is asked even when one cannot answer
+yet (FetchPending), so that one round names the fetches of every parent and they
+run together; the state below fills only in the round where every parent answers,
+on the dataflow thread in one go, so every piece describes the same epoch and the
+writes applied between rounds are in the parents' answers exactly once (the
+union-buffering problem of partial_state.txt cannot arise). Evictions pass through.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from ..keyed_state import Key, Row
-from ..node import Node
+from ..node import Node, ask_all
 from ..zset import ZSet
 
 
@@ -26,6 +29,6 @@ class Union(Node):
 
     def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
         out: ZSet[Row] = ZSet()
-        for node in self.inputs:
-            out.extend(node.query(cols, keys))
+        for answer in ask_all([lambda node=node: node.query(cols, keys) for node in self.inputs]):
+            out.extend(answer)
         return out
