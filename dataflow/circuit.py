@@ -102,11 +102,23 @@ class Circuit:
                     node.fetch = fetch
 
     def hydrate(self) -> None:
-        """Loads every full state; inputs come first, so each reads hydrated inputs."""
+        """Loads every full state (inputs come first, so each reads hydrated inputs), then
+        links every node to its consumers."""
         for node in self.nodes:
-            if node.stateful and not node.partial:
+            if node.needs_hydrate:
                 node.hydrate()
         self.hydrated = True
+        self.link()
+
+    def link(self) -> None:
+        """Points every node at the nodes that read it (`Node.consumers`): evictions travel
+        along these links. Done once the circuit is complete, so that a circuit given up
+        halfway (a hydration that could not finish) leaves its inputs' links as they were."""
+        for node in self.nodes:
+            node.consumers = []
+        for node in self.nodes:
+            for port, parent in enumerate(node.inputs):
+                parent.consumers.append((node, port))
 
     def evaluate(self, time: Time, external: Mapping[int, Value | None]) -> dict[int, Value | None]:
         """One pass in topological order at `time`; sources and imports read `external` by node id.

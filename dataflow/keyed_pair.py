@@ -212,12 +212,18 @@ class KeyedPair(Node):
 
     # -- backward ---------------------------------------------------------------------------
 
+    @property
+    def needs_hydrate(self) -> bool:
+        return not self.partial or not self.other_partial
+
     def hydrate(self) -> None:
-        if self.partial:
-            return
-        for row, weight in self.inputs[self.keyed_side].query((), [()]).items():
-            self.keyed.add(project(row, self.side_key), row, weight)
-        self._other_hydrate(self.inputs[1 - self.keyed_side].query((), [()]))
+        """Loads the full sides: both in full mode; in partial mode, a full other side (its
+        input has no provenance for the join columns)."""
+        if not self.partial:
+            for row, weight in self.inputs[self.keyed_side].query((), [()]).items():
+                self.keyed.add(project(row, self.side_key), row, weight)
+        if not self.other_partial:
+            self._other_hydrate(self.inputs[1 - self.keyed_side].query((), [()]))
 
     def _fill(self, missing: list[Key]) -> None:
         keyed_input, other_input = self.inputs[self.keyed_side], self.inputs[1 - self.keyed_side]
@@ -278,6 +284,12 @@ class KeyedPair(Node):
             self.keyed.estimate_bytes() + extra + other_bytes,
         )
 
+    def covers(self, cols: tuple[int, ...], key: Key) -> bool:
+        side_cols = self._to_side(cols)
+        if not self.partial or side_cols is None or not set(self.side_key) <= set(side_cols):
+            return True
+        return self.keyed.get(tuple(key[side_cols.index(c)] for c in self.side_key)) is not None
+
     def check(self) -> None:
         """Asserts the invariant: every join key of a present keyed row is present on the
         other side, and `by_join` indexes exactly the present keyed rows."""
@@ -291,3 +303,13 @@ class KeyedPair(Node):
                 indexed.setdefault(j, {})[row] = weight
         if self.by_join is not self.keyed:
             assert indexed == dict(self.by_join.groups()), f"{self.describe()}: by_join drifted"
+        keyed_input, other_input = self.inputs[self.keyed_side], self.inputs[1 - self.keyed_side]
+        for key in self.keyed.keys():
+            assert keyed_input.covers(self.side_key, key), f"{self.describe()}: {key!r} missing above"
+        if self.other_partial:
+            for j in self.other_keys():
+                assert other_input.covers(self.other_on, j), f"{self.describe()}: {j!r} missing above"
+
+    def other_keys(self) -> list[Key]:
+        """The other side's present join keys."""
+        raise NotImplementedError

@@ -193,21 +193,16 @@ class StateSummary:
 def matching_keys(
     state: KeyedState, key_cols: tuple[int, ...], cols: EvictCols, keys: Collection[Key]
 ) -> list[Key]:
-    """The present keys of `state` (keyed by `key_cols`) that hold a row whose `cols` values
-    are among `keys`, or every present key when `cols` is None. When `cols` covers the key
-    columns the keys are derived without a scan (a superset, which is safe to evict)."""
-    if cols is None:
+    """The present keys of `state` (keyed by `key_cols`) that rows whose `cols` values are
+    among `keys` belong to. When `cols` covers the key columns those keys are derived
+    without a scan; otherwise any present key could hold such a row (an empty group too,
+    which a scan of the rows would miss), so every present key is taken: evicting more
+    than needed is safe, evicting less is not."""
+    if cols is None or not set(key_cols) <= set(cols):
         return state.keys()
-    if set(key_cols) <= set(cols):
-        where = [cols.index(c) for c in key_cols]
-        derived = {tuple(k[i] for i in where) for k in keys}
-        return [k for k in derived if state.get(k) is not None]
-    wanted = set(keys)
-    return [
-        key
-        for key, group in state.groups()
-        if any(project(row, cols) in wanted for row in group)
-    ]
+    where = [cols.index(c) for c in key_cols]
+    derived = {tuple(k[i] for i in where) for k in keys}
+    return [k for k in derived if state.get(k) is not None]
 
 
 class Node:
@@ -248,6 +243,15 @@ class Node:
         """The node's state for Stats (None for a stateless node)."""
         return None
 
+    def covers(self, cols: tuple[int, ...], key: Key) -> bool:
+        """Whether the nearest states above hold `key` on output columns `cols` (Noria
+        invariant 4, prefix presence: a key present below is present above). The default
+        suits stateless nodes that keep their input's columns in place; a full state
+        covers every key."""
+        if self.stateful:
+            return True
+        return all(node.covers(cols, key) for node in self.inputs)
+
     def eval(self, inputs: Sequence[Value | None], time: Time) -> Value | None:
         """The node's output at `time`, given its inputs' values at `time`."""
         out: ZSet[Row] = ZSet()
@@ -277,6 +281,11 @@ class Node:
 
     def hydrate(self) -> None:
         """Loads a full state from the inputs; called once, inputs first."""
+
+    @property
+    def needs_hydrate(self) -> bool:
+        """Whether the node keeps a full state that `hydrate` must load before the first step."""
+        return self.stateful and not self.partial
 
     @property
     def partial(self) -> bool:
@@ -322,6 +331,11 @@ class KeyedNode(Node):
         evicted = [k for k in matching_keys(self.state, self.key_cols, cols, keys) if self.state.evict(k)]
         self.metrics.evictions += len(evicted)
         self.evict_below(self.key_cols, evicted)
+
+    def covers(self, cols: tuple[int, ...], key: Key) -> bool:
+        if not self.partial or not set(self.key_cols) <= set(cols):
+            return True
+        return self.state.get(tuple(key[cols.index(c)] for c in self.key_cols)) is not None
 
     def state_summary(self) -> StateSummary:
         return StateSummary(

@@ -1,40 +1,30 @@
-"""Pass 4: PomoRA -> a PomoFlow circuit for one reader (view, key attributes).
+"""Pass 5 of 6: a KeyedPlan (provenance.py) -> PomoFlow nodes, for the readers of one graph.
 
-Non-recursive strata are DAGs of root operators. Partial eligibility (DESIGN §3,
-key provenance): the builder walks from the reader to the sources carrying the
-key the node below will upquery by. Each operator passes the key to its inputs
-when the key traces through it:
+Non-recursive strata are DAGs of root operators, built from the key provenance pass: an
+operator planned with a key is partial (its state keyed by it; a join or aggregate keyed
+on the side the key traces to), one planned with None is full and hydrated once with a
+scan. Nodes are memoized per (operator, key), and the memo lives as long as the builder,
+so every reader of one graph shares the states of their common sub-plans (one state per
+operator and key columns). Building is iterative: no recursion per operator or per
+chained relation. `rollback()` forgets the nodes built since the last `commit()`, for a
+reader whose graph could not take it yet.
 
-- filters and unions pass it unchanged; projections translate it to the
-  columns they copy (constant columns filter instead, and drop out); a content
-  id extension passes it unless the key includes the content id;
-- a join, semijoin or antijoin passes it on when the key is exactly its join
-  columns, and an aggregate when the key is exactly its group columns (both
-  sides are then filled together for a key);
-- otherwise the key is lost: that operator and everything above it is full,
-  hydrated once with one scan of each source.
-
-So every partial state has only partial states (or the reader) below it, and
-a full state never sits below a partial one (Noria's eligibility rule).
-
-A recursive stratum (ra.Fixpoint) becomes one Child circuit per reader circuit,
-in incremental mode and FULL (DESIGN §3): a Feedback per recursive relation,
-the union of its rule bodies, a DistinctTrace on each result, incremental
-joins of IndexWith streams. Every part of a body that reads no recursive
-relation is built outside the child (full) and imported. Inside, negation is a
-difference (lower.expand_negations) and an aggregate over a lower-stratum atom
-is computed outside (one row per non-empty group) and joined in; the value of
-an empty group (0 for count and sum) is added for the body rows whose group
-has no atom row. The child's results are read through ChildOutput (full), and
-the child hydrates with the circuit (Circuit.hydrate calls Child.hydrate).
+A recursive stratum (ra.Fixpoint) becomes one Child circuit per builder, in incremental
+mode and FULL (DESIGN §3): a Feedback per recursive relation, the union of its rule
+bodies, a DistinctTrace on each result, incremental joins of IndexWith streams. Every part
+of a body that reads no recursive relation is built outside the child (full) and
+imported. Inside, negation is a difference (lower.expand_negations) and an aggregate over
+a lower-stratum atom is computed outside (one row per non-empty group) and joined in; the
+value of an empty group (0 for count and sum) is added for the body rows whose group has
+no atom row. The child's results are read through ChildOutput (full), and the child
+hydrates with the circuit (Circuit.hydrate calls Child.hydrate).
 """
 
 from __future__ import annotations
 
-import math
 import operator
 from collections.abc import Callable, Mapping
-from typing import Any, TypeGuard
+from typing import Any
 
 from pomoview.dataflow.aggregates import NO_VALUE, UserAggregate, make
 from pomoview.dataflow.circuit import Circuit
@@ -64,9 +54,9 @@ from pomoview.dataflow.operators.z1_trace import Z1Trace
 
 from . import ra
 from .cid import cid
+from .provenance import Key, Keyed, Provenance
 from .validate import Relation
 
-Key = tuple[str, ...] | None  # column names the node below upqueries by; None = full
 UserFunction = Callable[[list[tuple[Any, ...]]], object]
 
 COMPARE: dict[str, Callable[[Any, Any], Any]] = {
@@ -81,17 +71,6 @@ COMPARE: dict[str, Callable[[Any, Any], Any]] = {
 
 def _positions(schema: tuple[str, ...], names: tuple[str, ...]) -> tuple[int, ...]:
     return tuple(schema.index(n) for n in names)
-
-
-def _key_through(key: Key, columns: tuple[str, ...]) -> Key:
-    """The key a two-input operator keyed on `columns` passes to both inputs, or None (full).
-
-    Both sides can be filled for a key only when the key is exactly those columns; the
-    key's order is kept, so that the operator and its inputs agree on it.
-    """
-    if key is not None and columns and set(key) == set(columns):
-        return key
-    return None
 
 
 def _predicate(
@@ -113,11 +92,6 @@ def _predicate(
             return False
 
     return accept
-
-
-def _without_cid(key: Key) -> Key:
-    """The key a content id extension passes to its input (None unless it lacks the id)."""
-    return key if key is None or ra.CID_COLUMN not in key else None
 
 
 def _sorted_values(values: set[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
@@ -178,7 +152,10 @@ class CircuitBuilder:
         self.hidden = hidden or {}
         self.aggregates = aggregates or {}
         self._children: dict[int, Child] = {}  # id(Fixpoint) -> its Child
-        self._building: set[str] = set()  # derived relations being built (cycle guard)
+        self.provenance = Provenance(self._resolve, self._is_source)
+        self._nodes: dict[int, Node] = {}  # id(Keyed) -> its node: one per (operator, key)
+        self._added: list[int] = []  # memo entries since the last commit
+        self._added_children: list[int] = []
 
     # -- aggregates -------------------------------------------------------------
 
@@ -198,85 +175,115 @@ class CircuitBuilder:
     # -- root operators ---------------------------------------------------------
 
     def build(self, expr: ra.Expr, key: Key) -> Node:
+        """The node computing `expr`, upqueried by `key` (None: full), built with its inputs."""
         if key == () or not self.allow_partial:
             key = None
+        root = self.provenance.plan(expr, key)
+        # Post-order without recursion: a node is built once its inputs are.
+        stack: list[tuple[Keyed, bool]] = [(root, False)]
+        on_path: set[int] = set()
+        while stack:
+            keyed, ready = stack.pop()
+            if id(keyed) in self._nodes:
+                continue
+            inputs = [] if keyed.pushed else keyed.inputs
+            if not ready:
+                if id(keyed) in on_path:
+                    raise AssertionError(f"{keyed.expr!r} depends on itself outside a recursive stratum")
+                on_path.add(id(keyed))
+                stack.append((keyed, True))
+                stack.extend((i, False) for i in reversed(inputs) if id(i) not in self._nodes)
+                continue
+            on_path.discard(id(keyed))
+            node = self._construct(keyed, [self._nodes[id(i)] for i in inputs])
+            self._nodes[id(keyed)] = node
+            self._added.append(id(keyed))
+        return self._nodes[id(root)]
+
+    def commit(self) -> None:
+        self._added.clear()
+        self._added_children.clear()
+
+    def rollback(self) -> None:
+        for key in self._added:
+            self._nodes.pop(key, None)
+        for key in self._added_children:
+            self._children.pop(key, None)
+        self.commit()
+
+    def _construct(self, keyed: Keyed, ins: list[Node]) -> Node:
+        expr, key = keyed.expr, keyed.key
         if isinstance(expr, ra.Scan):
-            attributes = self.hidden.get(expr.relation)
-            if attributes is None and self.relations[expr.relation].kind == "derived":
-                # A derived relation is built in place; one that reaches itself outside a
-                # Fixpoint means the strata are wrong, which must not become a stack overflow.
-                if expr.relation in self._building:
-                    raise AssertionError(
-                        f"{expr.relation!r} depends on itself outside a recursive stratum"
-                    )
-                self._building.add(expr.relation)
-                try:
-                    return self.build(self.exprs[expr.relation], key)
-                finally:
-                    self._building.discard(expr.relation)
             return self._source_index(expr, key, ())
         if isinstance(expr, ra.Recursive):
             # Full whatever the key: the node below upqueries the child's totals.
             child = self.child(expr.fixpoint)
             return ChildOutput(child, expr.fixpoint.relations.index(expr.relation))
         if isinstance(expr, ra.CidExtend):
-            inner = key if key is None or ra.CID_COLUMN not in key else None
-            parent = self.build(expr.input, inner)
-            return Extend(parent, ra.CID_COLUMN, _row_cid(expr.relation, expr.input.schema), expr.relation)
+            return Extend(ins[0], ra.CID_COLUMN, _row_cid(expr.relation, expr.input.schema), expr.relation)
         if isinstance(expr, ra.Select):
-            pushed = self._pushable(expr)
-            if pushed:
+            if keyed.pushed:
                 # `attr == constant` over a source: the SourceIndex (and its fetches) select
                 # the matching tuples; the other predicates stay in a Filter above it.
-                filters = tuple(dict.fromkeys(pushed.values()))
+                filters = tuple(dict.fromkeys(keyed.pushed.values()))
                 scan = expr.input
+                scan_key = keyed.inputs[0].key
                 below: Node
                 if isinstance(scan, ra.CidExtend):
                     assert isinstance(scan.input, ra.Scan)
-                    index = self._source_index(scan.input, _without_cid(key), filters)
+                    index = self._source_index(scan.input, scan_key, filters)
                     below = Extend(
                         index, ra.CID_COLUMN, _row_cid(scan.relation, scan.input.schema), scan.relation
                     )
                 else:
                     assert isinstance(scan, ra.Scan)
-                    below = self._source_index(scan, key, filters)
-                rest = tuple(p for p in expr.predicates if p not in pushed)
+                    below = self._source_index(scan, scan_key, filters)
+                rest = tuple(p for p in expr.predicates if p not in keyed.pushed)
                 if not rest:
                     return below
                 label = " and ".join(f"{p.left} {p.op} {p.right}" for p in rest)
                 return Filter(below, _predicate(expr.schema, rest), label)
             label = " and ".join(f"{p.left} {p.op} {p.right}" for p in expr.predicates)
-            return Filter(
-                self.build(expr.input, key), _predicate(expr.schema, expr.predicates), label
-            )
+            return Filter(ins[0], _predicate(expr.schema, expr.predicates), label)
         if isinstance(expr, ra.Project):
-            outputs = dict(expr.outputs)
-            parent_key: list[str] = []
-            for name in key or ():
-                operand = outputs[name]
-                if isinstance(operand, ra.Col) and operand.name not in parent_key:
-                    parent_key.append(operand.name)
-            parent = self.build(expr.input, tuple(parent_key) if key is not None else None)
-            return self._map(parent, expr)
+            return self._map(ins[0], expr)
         if isinstance(expr, (ra.Join, ra.SemiJoin, ra.AntiJoin)):
-            inner = _key_through(key, expr.on)
-            on = inner or expr.on
-            left, right = self.build(expr.left, inner), self.build(expr.right, inner)
-            # A semijoin's right columns are all join columns: the join adds none.
-            node = AntiJoin if isinstance(expr, ra.AntiJoin) else Join
-            return node(
+            left, right = ins
+            if key is None:
+                on = expr.on
+                node = AntiJoin if isinstance(expr, ra.AntiJoin) else Join
+                lpos, rpos = _positions(left.schema, on), _positions(right.schema, on)
+                return node(left, right, lpos, rpos, partial=False)
+            # The join columns in the key's order when the key is them (both sides keyed alike).
+            on = key if expr.on and set(key) == set(expr.on) else expr.on
+            side = keyed.side or 0
+            side_key = _positions(ins[side].schema, key)
+            other_partial = keyed.inputs[1 - side].key is not None
+            if isinstance(expr, ra.AntiJoin):
+                return AntiJoin(
+                    left,
+                    right,
+                    _positions(left.schema, on),
+                    _positions(right.schema, on),
+                    partial=True,
+                    side_key=side_key,
+                    other_partial=other_partial,
+                )
+            return Join(
                 left,
                 right,
                 _positions(left.schema, on),
                 _positions(right.schema, on),
-                partial=inner is not None,
+                partial=True,
+                keyed_side=side,
+                side_key=side_key,
+                other_partial=other_partial,
             )
         if isinstance(expr, ra.Difference):
-            return Minus(self.build(expr.left, key), self.build(expr.right, key))
+            return Minus(ins[0], ins[1])
         if isinstance(expr, ra.Aggregate):
-            inner = _key_through(key, expr.group)
-            group = inner or expr.group
-            body, atom = self.build(expr.body, inner), self.build(expr.atom, inner)
+            body, atom = ins
+            group = key if key is not None and expr.group and set(key) == set(expr.group) else expr.group
             function, value_col = self.aggregate_function(expr, atom.schema)
             return AggregateJoin(
                 body,
@@ -286,48 +293,27 @@ class CircuitBuilder:
                 value_col,
                 function,
                 expr.result,
-                partial=inner is not None,
+                partial=key is not None,
+                side_key=None if key is None else _positions(body.schema, key),
+                other_partial=keyed.inputs[1].key is not None,
             )
         if isinstance(expr, ra.Union):
-            return Union(tuple(self.build(i, key) for i in expr.inputs))
+            return Union(tuple(ins))
         if isinstance(expr, ra.Distinct):
-            parent = self.build(expr.input, key)
-            return DistinctIncremental(
-                parent, _positions(parent.schema, key or ()), partial=key is not None
-            )
+            return DistinctIncremental(ins[0], _positions(ins[0].schema, key or ()), partial=key is not None)
         if isinstance(expr, ra.Unit):
             return Unit()
         raise AssertionError(f"cannot build {type(expr).__name__} at the root: {expr!r}")
 
-    def _is_source(self, expr: ra.Expr) -> TypeGuard[ra.Scan]:
+    def _is_source(self, expr: ra.Expr) -> bool:
         """Whether `expr` is a Scan built as a SourceIndex (a source or a hidden relation)."""
         return isinstance(expr, ra.Scan) and (
             expr.relation in self.hidden or self.relations[expr.relation].kind != "derived"
         )
 
-    def _pushable(self, expr: ra.Select) -> dict[ra.Compare, tuple[str, Any]]:
-        """The predicates of `expr` of the form `attribute == constant` on a source's own
-        attribute, each with its (attribute, constant) filter, when `expr` selects from a
-        source Scan (or its content id extension)."""
-        scan = expr.input.input if isinstance(expr.input, ra.CidExtend) else expr.input
-        if not self._is_source(scan):
-            return {}
-        pushed: dict[ra.Compare, tuple[str, Any]] = {}
-        for p in expr.predicates:
-            left, right = p.left, p.right
-            if isinstance(left, ra.Const) and isinstance(right, ra.Col):
-                left, right = right, left
-            if (
-                p.op == "=="
-                and isinstance(left, ra.Col)
-                and isinstance(right, ra.Const)
-                and left.name in scan.schema
-                and all(a != left.name for a, _ in pushed.values())  # one constant per attribute
-                # NaN equals nothing in Python but itself in Spark: leave it to a Filter.
-                and not (isinstance(right.value, float) and math.isnan(right.value))
-            ):
-                pushed[p] = (left.name, right.value)
-        return pushed
+    def _resolve(self, scan: ra.Scan) -> ra.Expr | None:
+        """A derived relation's expression (built in place), or None for a source."""
+        return None if self._is_source(scan) else self.exprs[scan.relation]
 
     def _source_index(self, expr: ra.Scan, key: Key, filters: Filters) -> SourceIndex:
         return SourceIndex(
@@ -363,6 +349,7 @@ class CircuitBuilder:
             loop.feedbacks[name].connect(result)
         child = Child(results, mode="incremental")
         self._children[id(fixpoint)] = child
+        self._added_children.append(id(fixpoint))
         return child
 
     def inner(self, expr: ra.Expr, loop: _Loop) -> Node:
@@ -475,10 +462,13 @@ class CircuitBuilder:
 
     # -- readers ------------------------------------------------------------------
 
-    def reader(self, relation: str, key: tuple[str, ...]) -> Circuit:
-        """A hydrated circuit whose reader answers `relation` by the `key` attributes."""
+    def reader_node(self, relation: str, key: tuple[str, ...]) -> Reader:
+        """A new Reader answering `relation` by the `key` attributes, over shared nodes."""
         parent = self.build(self.exprs[relation], key or None)
-        reader = Reader(parent, _positions(parent.schema, key), partial=bool(key) and self.allow_partial)
-        circuit = Circuit(reader)
+        return Reader(parent, _positions(parent.schema, key), partial=bool(key) and self.allow_partial)
+
+    def reader(self, relation: str, key: tuple[str, ...]) -> Circuit:
+        """A hydrated circuit of its own whose reader answers `relation` by the `key` attributes."""
+        circuit = Circuit(self.reader_node(relation, key))
         circuit.hydrate()
         return circuit

@@ -144,6 +144,9 @@ class AggregateJoin(KeyedPair):
             if not state.empty():
                 self.groups[key] = state
 
+    def other_keys(self) -> list[Key]:
+        return list(self.groups)
+
     def _other_summary(self) -> tuple[int, int, int]:
         sizes = sys.getsizeof(self.groups) + sum(_state_bytes(s) for s in self.groups.values())
         return len(self.groups), 0, sizes

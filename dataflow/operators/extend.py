@@ -40,5 +40,10 @@ class Extend(Node):
         everything = self.inputs[0].query((), [()]).map(self.apply)
         return select_keys(everything, cols, set(keys))
 
+    def covers(self, cols: tuple[int, ...], key: Key) -> bool:
+        computed = len(self.schema) - 1
+        kept = [(c, v) for c, v in zip(cols, key, strict=True) if c != computed]
+        return self.inputs[0].covers(tuple(c for c, _ in kept), tuple(v for _, v in kept))
+
     def describe(self) -> str:
         return f"Extend({self.schema[-1]}{': ' + self.label if self.label else ''})"

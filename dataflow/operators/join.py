@@ -84,6 +84,9 @@ class Join(KeyedPair):
         for row, weight in rows.items():
             self.other.add(project(row, self.other_on), row, weight)
 
+    def other_keys(self) -> list[Key]:
+        return self.other.keys()
+
     def _other_summary(self) -> tuple[int, int, int]:
         return self.other.present_keys(), self.other.row_count(), self.other.estimate_bytes()
 

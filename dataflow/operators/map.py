@@ -102,22 +102,39 @@ class Map(Node):
         return select_keys(rows, cols, set(keys))
 
     def on_evict(self, port: int, cols: EvictCols, keys: Collection[Key]) -> None:
-        """Input columns -> the output columns that copy them; a column not copied means
-        the eviction cannot be narrowed, so it covers every row below."""
+        """Input columns -> every output column that copies one of them, plus the constant
+        columns (their value is known): so a key below made of copies and constants is
+        found exactly. No column copied: the eviction covers every row below."""
         if cols is None:
             self.evict_below(None, keys)
             return
-        out: list[int] = []
-        for c in cols:
-            position = next(
-                (o for o, output in enumerate(self.outputs) if isinstance(output, Column) and output.index == c),
-                None,
-            )
-            if position is None:
-                self.evict_below(None, keys)
-                return
-            out.append(position)
-        self.evict_below(tuple(out), keys)
+        out_cols: list[int] = []
+        picks: list[int | None] = []  # per output column: the position in the key, or None (constant)
+        for o, output in enumerate(self.outputs):
+            if isinstance(output, Constant):
+                out_cols.append(o)
+                picks.append(None)
+            elif output.index in cols:
+                out_cols.append(o)
+                picks.append(cols.index(output.index))
+        if all(p is None for p in picks):
+            self.evict_below(None, keys)
+            return
+        constants = [o.value if isinstance(o, Constant) else None for o in self.outputs]
+        mapped = [
+            tuple(constants[o] if p is None else key[p] for o, p in zip(out_cols, picks, strict=True))
+            for key in keys
+        ]
+        self.evict_below(tuple(out_cols), mapped)
+
+    def covers(self, cols: tuple[int, ...], key: Key) -> bool:
+        by_col: dict[int, object] = {}
+        for c, v in zip(cols, key, strict=True):
+            out = self.outputs[c]
+            if isinstance(out, Column):
+                by_col[out.index] = v
+        parent_cols = tuple(by_col)
+        return self.inputs[0].covers(parent_cols, tuple(by_col[c] for c in parent_cols))
 
     def describe(self) -> str:
         return f"Map{self.schema}"

@@ -11,6 +11,7 @@ union-buffering problem of partial_state.txt cannot arise). Evictions pass throu
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection
 
 from ..keyed_state import Key, Row
@@ -29,6 +30,7 @@ class Union(Node):
 
     def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
         out: ZSet[Row] = ZSet()
-        for answer in ask_all([lambda node=node: node.query(cols, keys) for node in self.inputs]):
+        asks = [functools.partial(node.query, cols, keys) for node in self.inputs]
+        for answer in ask_all(asks):
             out.extend(answer)
         return out

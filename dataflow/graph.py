@@ -1,0 +1,146 @@
+"""Graph: one dataflow graph per program, shared by all of its readers (DESIGN §3).
+
+Readers (one per view and key attributes) are added lazily, at their first lookup. A
+reader's builder reuses every node it can (one state per operator and key columns), so a
+second view over a common sub-plan adds only its reader and the states it lacks. Adding a
+reader orders the whole graph again (the root Circuit), links every node to its consumers
+(evictions flow along those links) and hydrates the new full states. Adding is all or
+nothing: if a new full state cannot be hydrated yet (FetchPending), the graph is unchanged
+and the caller discards the new nodes.
+
+Everything here runs on one thread at a time (the server's dataflow lock).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping, Sequence
+
+from .circuit import Circuit
+from .introspect import NodeInfo
+from .keyed_pair import KeyedPair
+from .keyed_state import Key, Row
+from .node import Fetch, KeyedNode, Metrics, Node, Value
+from .operators.reader import Reader
+from .zset import ZSet
+
+ReaderName = Hashable
+
+
+class Graph:
+    def __init__(self) -> None:
+        self.readers: dict[ReaderName, Reader] = {}
+        self.circuit = Circuit(())
+        self._names: dict[int, str] = {}  # id(node) -> its stable id ("n7"), for nodes in the graph
+        self._views: dict[ReaderName, str] = {}  # reader -> the view it answers
+
+    @property
+    def nodes(self) -> list[Node]:
+        return self.circuit.nodes
+
+    @property
+    def epoch(self) -> int:
+        return self.circuit.epoch
+
+    @property
+    def metrics(self) -> Metrics:
+        return self.circuit.metrics
+
+    def add(self, name: ReaderName, view: str, reader: Reader, fetch: Fetch) -> None:
+        """Adds `reader` (and the new nodes above it); see the module docstring."""
+        assert name not in self.readers
+        circuit = Circuit([*self.readers.values(), reader])
+        circuit.epoch = self.circuit.epoch
+        circuit.set_fetch(fetch)
+        fresh = [node for node in circuit.nodes if id(node) not in self._names]
+        for node in fresh:
+            if node.needs_hydrate:
+                node.hydrate()  # inputs first, so each reads hydrated inputs; may raise
+        circuit.hydrated = True
+        for node in fresh:
+            self._names[id(node)] = f"n{len(self._names)}"
+        circuit.link()
+        self.circuit = circuit
+        self.readers[name] = reader
+        self._views[name] = view
+
+    def set_fetch(self, fetch: Fetch) -> None:
+        self.circuit.set_fetch(fetch)
+
+    def step(self, changes: Mapping[str, ZSet[Row]]) -> dict[int, Value | None]:
+        return self.circuit.step(changes)
+
+    def lookup(self, name: ReaderName, keys: Sequence[Key]) -> list[list[Row]]:
+        """The reader's rows for each key, filling the missing keys with one upquery."""
+        reader = self.readers[name]
+        missing = reader.missing(keys)
+        if missing:
+            reader.fill(missing)
+        results: list[list[Row]] = []
+        for key in keys:
+            rows = reader.read(key)
+            assert rows is not None
+            results.append(rows)
+        return results
+
+    # -- introspection and invariants ------------------------------------------------------
+
+    def views_of(self) -> dict[int, list[str]]:
+        """id(node) -> the views whose readers depend on it."""
+        out: dict[int, list[str]] = {}
+        for name, reader in self.readers.items():
+            view = self._views[name]
+            stack: list[Node] = [reader]
+            seen: set[int] = set()
+            while stack:
+                node = stack.pop()
+                if id(node) in seen:
+                    continue
+                seen.add(id(node))
+                views = out.setdefault(id(node), [])
+                if view not in views:
+                    views.append(view)
+                stack.extend(node.inputs)
+        return out
+
+    def node_infos(self, view: str | None = None) -> list[NodeInfo]:
+        """One NodeInfo per node, inputs first (only `view`'s nodes when given)."""
+        views = self.views_of()
+        out: list[NodeInfo] = []
+        for node in self.nodes:
+            node_views = views.get(id(node), [])
+            if view is not None and view not in node_views:
+                continue
+            summary = node.state_summary()
+            info = NodeInfo(
+                id=self._names[id(node)],
+                operator=type(node).__name__,
+                detail=node.describe(),
+                inputs=[self._names[id(p)] for p in node.inputs if id(p) in self._names],
+                stateful=node.stateful,
+                dropped=node.metrics.dropped,
+                upqueries=node.metrics.filled_keys,
+                evictions=node.metrics.evictions,
+                views=sorted(node_views),
+            )
+            if summary is not None:
+                info.key = list(summary.key)
+                info.partial = summary.partial
+                info.present_keys = summary.present_keys
+                info.rows = summary.rows
+                info.bytes = summary.bytes
+            out.append(info)
+        return out
+
+    def check_invariants(self) -> None:
+        """Asserts what the graph can check of itself after any step: each join's present
+        keyed rows have their join keys present on the other side (KeyedPair.check), and
+        prefix presence (Noria invariant 4): every present key of a partial state is present
+        in the nearest states above it on its path."""
+        for node in self.nodes:
+            if isinstance(node, KeyedPair):
+                node.check()
+            elif isinstance(node, KeyedNode) and node.partial and node.inputs:
+                for key in node.state.keys():
+                    assert node.inputs[0].covers(node.key_cols, key), (
+                        f"{node.describe()}: {key!r} is present here but missing above"
+                    )
