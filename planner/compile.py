@@ -2,18 +2,23 @@
 
 Passes, each a function from one IR to the next: parse (text -> AST), validate
 (AST -> CheckedProgram, stratification included), lower (CheckedProgram ->
-PomoRA Plan), build (PomoRA -> circuit, lazily, at the first lookup of a reader:
-3DF's lazy synthesis).
+PomoRA Plan), provenance (PomoRA -> KeyedPlan: which key each operator is kept by),
+build (KeyedPlan -> nodes of the program's one graph, lazily, at the first lookup of a
+reader: 3DF's lazy synthesis).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pomoview.dataflow.circuit import Circuit
-from pomoview.dataflow.node import Fetch
+from pomoview.dataflow.graph import Graph
+from pomoview.dataflow.keyed_state import Key, Row
+from pomoview.dataflow.node import Fetch, Filters
+from pomoview.dataflow.operators.reader import Reader
+from pomoview.dataflow.zset import ZSet
 
 from . import ra
 from .build import CircuitBuilder
@@ -76,6 +81,58 @@ class CompiledProgram:
             partial=partial,
         )
         return builder.reader(view, key)
+
+
+class ProgramGraph:
+    """The one dataflow graph of a program (DESIGN §3), shared by all of its readers.
+
+    A reader (view, key attributes) is built at its first lookup, over the nodes earlier
+    readers built (one state per operator and key columns); nothing is built before.
+    `partial=False` makes every state full: the fully materialized reference.
+    """
+
+    def __init__(self, program: CompiledProgram, *, partial: bool = True) -> None:
+        self.program = program
+        self.partial = partial
+        self.graph = Graph()
+        self._builder = CircuitBuilder(
+            program.relations,
+            program.plan.exprs,
+            _no_fetch,
+            hidden=program.plan.hidden,
+            aggregates=program.aggregates,
+            partial=partial,
+        )
+
+    def reader(self, view: str, key: tuple[str, ...], fetch: Fetch) -> Reader:
+        """The reader of `view` by `key`, built (and its new full states hydrated through
+        `fetch`) if it is new. If hydration raises (FetchPending), nothing is kept."""
+        name = (view, key)
+        reader = self.graph.readers.get(name)
+        if reader is not None:
+            return reader
+        self._builder.fetch = fetch
+        try:
+            reader = self._builder.reader_node(view, key)
+            self.graph.add(name, view, reader, fetch)
+        except BaseException:
+            self._builder.rollback()
+            raise
+        self._builder.commit()
+        return reader
+
+    def lookup(self, view: str, key: tuple[str, ...], keys: Sequence[Key], fetch: Fetch) -> list[list[Row]]:
+        """The view's rows for each key; may raise FetchPending (nothing half filled)."""
+        self.reader(view, key, fetch)
+        self.graph.set_fetch(fetch)
+        return self.graph.lookup((view, key), keys)
+
+    def step(self, changes: Mapping[str, ZSet[Row]]) -> None:
+        self.graph.step(changes)
+
+
+def _no_fetch(source: str, columns: tuple[str, ...], keys: list[Key], filters: Filters) -> list[Row]:
+    raise AssertionError(f"{source} was fetched before the graph set a fetch")
 
 
 def compile_program(

@@ -29,7 +29,7 @@ from pomoview.dataflow.keyed_state import Key, Row
 from pomoview.dataflow.node import Filters, matches, project
 from pomoview.dataflow.zset import ZSet
 
-from .compile import AggregateFunction, CompiledProgram, compile_program
+from .compile import AggregateFunction, CompiledProgram, ProgramGraph, compile_program
 from .lower import next_name
 from .validate import Relation
 
@@ -69,13 +69,16 @@ class Engine:
         *,
         filename: str = "<program>",
         aggregates: Mapping[str, AggregateFunction] | None = None,
+        partial: bool = True,
     ) -> None:
+        """`partial=False` keeps every state full: the fully materialized reference run."""
         self.program: CompiledProgram = compile_program(text, filename, aggregates)
+        self.partial = partial
+        self.graph = ProgramGraph(self.program, partial=partial)
         self.epoch = 0
         self.store: dict[str, set[Row]] = {name: set() for name in self.program.checked.sources}
         for hidden in self.program.hidden_sources:
             self.store[hidden] = set()
-        self.readers: dict[tuple[str, tuple[str, ...]], Circuit] = {}
         # p -> the full reader of p@ind, and what it held at the last epoch.
         self._inductive: dict[str, Circuit] = {}
         self._next: dict[str, set[Row]] = {}
@@ -179,10 +182,9 @@ class Engine:
         try:
             for circuit in self._inductive.values():
                 circuit.step(changes)
-            for circuit in self.readers.values():
-                circuit.step(changes)
+            self.graph.step(changes)
         except Exception:
-            self.readers.clear()
+            self.graph = ProgramGraph(self.program, partial=self.partial)
             self._inductive.clear()
             raise
         for name, circuit in self._inductive.items():
@@ -217,18 +219,20 @@ class Engine:
         wanted = set(keys)
         return [row for row in rows if project(row, cols) in wanted]
 
-    def _reader(self, relation: str, key: tuple[str, ...]) -> Circuit:
-        circuit = self.readers.get((relation, key))
-        if circuit is None:
-            circuit = self.program.build_reader(relation, key, self._fetch)
-            self.readers[(relation, key)] = circuit
-        return circuit
+    @property
+    def readers(self) -> dict[tuple[str, tuple[str, ...]], Circuit]:
+        """Each reader built so far -> the circuit of the graph they all share."""
+        circuit = self.graph.graph.circuit
+        return {name: circuit for name in self.graph.graph.readers}  # type: ignore[misc]
+
+    def _lookup(self, relation: str, key: tuple[str, ...], values: Key) -> list[Row]:
+        return self.graph.lookup(relation, key, [values], self._fetch)[0]
 
     def read(self, relation: str) -> set[tuple[object, ...]]:
         """The whole relation (a source or a derived one), tuples in `attributes` order."""
         if self._relation(relation).kind == "source":
             return set(self.store[relation])
-        return set(self._reader(relation, ()).lookup([()])[0])
+        return set(self._lookup(relation, (), ()))
 
     def lookup(self, relation: str, key: Mapping[str, object]) -> set[tuple[object, ...]]:
         """The relation's tuples whose attributes equal `key`'s, through a partial reader."""
@@ -244,4 +248,4 @@ class Engine:
         if rel.kind == "source":
             cols = tuple(rel.attributes.index(a) for a in attrs)
             return {row for row in self.store[relation] if project(row, cols) == values}
-        return set(self._reader(relation, attrs).lookup([values])[0])
+        return set(self._lookup(relation, attrs, values))
