@@ -9,8 +9,7 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable
 
-from pomoview.dataflow.circuit import Circuit
-from pomoview.planner.compile import CompiledProgram
+from pomoview.planner.compile import CompiledProgram, ProgramGraph
 
 from .counters import Counters
 from .overlay import LogTail
@@ -25,7 +24,10 @@ class Flusher:
 
     # Kept by Scheduler (server/scheduler.py); declared here for the type checker.
     program: CompiledProgram | None
-    circuits: dict[tuple[str, tuple[str, ...]], Circuit]
+    graph: ProgramGraph | None
+
+    def _reset_graph(self) -> None:
+        raise NotImplementedError
     counters: Counters
     store: SourceStore
     wal: WriteAheadLog

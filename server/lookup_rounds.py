@@ -10,12 +10,12 @@ import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from pomoview.dataflow.circuit import Circuit
 from pomoview.dataflow.keyed_state import Key, Row
-from pomoview.dataflow.node import Fetch, FetchPending, Filters, matches
-from pomoview.planner.compile import CompiledProgram
+from pomoview.dataflow.node import Fetch, FetchPending, FetchRequest, Filters, matches
+from pomoview.planner.compile import CompiledProgram, ProgramGraph
 
 from .counters import Counters
 from .errors import DeadlineExceeded, InvalidArgument, NotFound, OutOfRange, Unavailable
@@ -48,7 +48,10 @@ class LookupRounds:
 
     # Kept by Scheduler (server/scheduler.py); declared here for the type checker.
     program: CompiledProgram | None
-    circuits: dict[tuple[str, tuple[str, ...]], Circuit]
+    graph: ProgramGraph | None
+
+    def _reset_graph(self) -> None:
+        raise NotImplementedError
     counters: Counters
     store: SourceStore
     wal: WriteAheadLog
@@ -113,14 +116,23 @@ class LookupRounds:
 
         return fetch
 
-    def _run_spark_fetch(self, pending: FetchPending, pin: Pin) -> Prefetched:
+    def _run_spark_fetches(self, requests: Sequence[FetchRequest], pin: Pin) -> list[Prefetched]:
+        """The keyed Spark jobs of one round, at the pinned snapshot `pin`, run side by side
+        (Spark schedules concurrent jobs of one session), without any scheduler lock."""
+        if len(requests) == 1:
+            return [self._run_spark_fetch(requests[0], pin)]
+        with ThreadPoolExecutor(max_workers=min(len(requests), 8), thread_name_prefix="fetch") as pool:
+            futures = [pool.submit(self._run_spark_fetch, r, pin) for r in requests]
+            return [f.result() for f in futures]
+
+    def _run_spark_fetch(self, pending: FetchRequest, pin: Pin) -> Prefetched:
         """One keyed Spark job over the Parquet store at the pinned snapshot `pin`, run without
         any scheduler lock."""
         with self._counter_lock:
             self.counters.spark_jobs += 1
         try:
             version, tuples = self.store.fetch(
-                pending.source, pending.columns, pending.keys, dict(pending.filters), at=pin  # type: ignore[arg-type]
+                pending.source, pending.columns, list(pending.keys), dict(pending.filters), at=pin  # type: ignore[arg-type]
             )
         except Exception as err:
             # Nothing is filled: the circuit saw only FetchPending, so the states that asked
@@ -179,8 +191,11 @@ class LookupRounds:
         pins: list[Pin] = []
         missed = False
         try:
-            # Each round either answers or names one Spark job it needs; the circuit has
-            # finitely many source indexes, so a lookup needs few rounds.
+            # Each round either answers or names the Spark jobs it needs (every fetch it can
+            # know of: both parents of a union, both sides of a join by its own columns);
+            # they run together, without the lock. Dependent upqueries (a join's other side,
+            # by the join keys the first answer holds) take a round each, so a chain of n
+            # joins needs about n + 1 rounds.
             for _ in range(MAX_UPQUERY_ROUNDS):
                 with self._dataflow:
                     if self.program is not program:
@@ -188,7 +203,7 @@ class LookupRounds:
                     try:
                         rows = self._lookup_locked(program, view, key_attrs, key_tuples, answers)
                     except FetchPending as pending:
-                        needed = pending
+                        needed = pending.requests
                         missed = True
                         # Pinned on the dataflow lock, which the flusher trims the tail under:
                         # the tail keeps the writes after this snapshot until the lookup ends.
@@ -198,7 +213,7 @@ class LookupRounds:
                     else:
                         epoch = self.applied_epoch
                         break
-                answers.append(self._run_spark_fetch(needed, pin))
+                answers.extend(self._run_spark_fetches(needed, pin))
             else:
                 raise Unavailable(f"the upquery for {view!r} did not settle in {MAX_UPQUERY_ROUNDS} rounds")
         finally:
@@ -239,21 +254,17 @@ class LookupRounds:
         key_tuples: list[Key],
         answers: list[Prefetched],
     ) -> list[list[Row]]:
-        name = (view, key_attrs)
         fetch = self._fetch_from(answers)
-        circuit = self.circuits.get(name)
-        if circuit is None:
-            # Building hydrates the full states; a FetchPending here discards the new circuit.
-            circuit = program.build_reader(view, key_attrs, fetch, partial=not self.full_state)
-            self.circuits[name] = circuit
-        else:
-            circuit.set_fetch(fetch)
+        graph = self.graph
+        assert graph is not None and graph.program is program
         try:
-            return circuit.lookup(key_tuples)
+            # A new reader is built and its full states hydrated first; a FetchPending there
+            # leaves the graph as it was.
+            return graph.lookup(view, key_attrs, key_tuples, fetch)
         except FetchPending:
-            raise  # every state is filled completely or untouched: keep the circuit
+            raise  # every state is filled completely or untouched: keep the graph
         except Exception:
-            # Anything else may have left a state half filled: drop the circuit so that it
-            # is never read (it is rebuilt at the next lookup).
-            del self.circuits[name]
+            # Anything else may have left a state half filled: start a new graph so that it
+            # is never read (operator state is a cache; the next lookups refill it).
+            self._reset_graph()
             raise

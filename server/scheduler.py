@@ -25,9 +25,8 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
-from pomoview.dataflow.circuit import Circuit
-from pomoview.dataflow.introspect import NodeInfo, describe_nodes
-from pomoview.planner.compile import CompiledProgram, compile_program
+from pomoview.dataflow.introspect import NodeInfo
+from pomoview.planner.compile import CompiledProgram, ProgramGraph, compile_program
 from pomoview.planner.errors import Diagnostic, ProgramError
 
 from . import bulk_load
@@ -90,7 +89,8 @@ class Scheduler(WritePath, LookupRounds, Flusher):
         self.store = SourceStore(store_root, spark)  # type: ignore[arg-type]
         self.wal = WriteAheadLog(self.data_dir / "wal")
         self.program: CompiledProgram | None = None
-        self.circuits: dict[tuple[str, tuple[str, ...]], Circuit] = {}
+        # The program's one dataflow graph; a new one at every install (built lazily).
+        self.graph: ProgramGraph | None = None
         self.counters = Counters()
         self._counter_lock = threading.Lock()
         self._write_lock = threading.Lock()
@@ -115,6 +115,7 @@ class Scheduler(WritePath, LookupRounds, Flusher):
         path = self._program_path()
         if path.exists():
             self.program = compile_program(path.read_text(), path.name)
+            self._reset_graph()
         # Every source ever installed is registered in the store before its first write, so
         # the store knows the schema of everything the log can hold, even of sources the
         # current program no longer declares.
@@ -165,7 +166,7 @@ class Scheduler(WritePath, LookupRounds, Flusher):
             self._save_program(text)
             with self._dataflow:
                 self.program = program
-                self.circuits.clear()
+                self._reset_graph()
         return program
 
     def _save_program(self, text: str) -> None:
@@ -188,6 +189,11 @@ class Scheduler(WritePath, LookupRounds, Flusher):
 
     # -- introspection ------------------------------------------------------------
 
+    def _reset_graph(self) -> None:
+        """A new, empty graph for the program (caller holds the dataflow lock)."""
+        program = self.program
+        self.graph = None if program is None else ProgramGraph(program, partial=not self.full_state)
+
     def dataflow_nodes(self, view: str | None = None) -> list[NodeInfo]:
         """The dataflow built so far (for `view`'s readers only, when given), inputs first."""
         program = self._require_program()
@@ -195,28 +201,23 @@ class Scheduler(WritePath, LookupRounds, Flusher):
             known = ", ".join(sorted(program.views)) or "none"
             raise NotFound(f"no view named {view!r} (views: {known})")
         with self._dataflow:
-            out: list[NodeInfo] = []
-            for (name, key), circuit in self.circuits.items():
-                if view is None or name == view:
-                    prefix = f"{name}({','.join(key)})/"
-                    out.extend(describe_nodes(list(circuit.nodes), name, prefix))
-            return out
+            return [] if self.graph is None else self.graph.graph.node_infos(view)
 
     def stats(self) -> Stats:
         states = self.dataflow_nodes() if self.program is not None else []
         with self._dataflow:
+            graph = self.graph.graph if self.graph is not None else None
             readers = [
-                ReaderInfo(view, key, c.reader.partial, c.reader.state.present_keys())
-                for (view, key), c in self.circuits.items()
+                ReaderInfo(view, key, reader.partial, reader.state.present_keys())
+                for (view, key), reader in (graph.readers.items() if graph else ())  # type: ignore[misc]
             ]
-            dropped = sum(c.metrics.dropped for c in self.circuits.values())
             return Stats(
                 applied_epoch=self.applied_epoch,
                 durable_epoch=self.durable_epoch,
                 flushed_epoch=self.store.version,
                 upqueries=self.counters.upqueries,
                 spark_jobs=self.counters.spark_jobs,
-                dropped_deltas=dropped,
+                dropped_deltas=graph.metrics.dropped if graph else 0,
                 readers=readers,
                 states=states,
             )
@@ -298,7 +299,7 @@ class Scheduler(WritePath, LookupRounds, Flusher):
                         with self._dataflow:
                             yield  # the store publishes version `epoch` here
                             self.tail.trim_through(epoch)
-                            self.circuits.clear()
+                            self._reset_graph()
                             self.durable_epoch = self.applied_epoch = epoch
                             self._dataflow.notify_all()
 

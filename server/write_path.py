@@ -14,10 +14,9 @@ import threading
 from collections import Counter, deque
 from collections.abc import Callable, Mapping, Sequence
 
-from pomoview.dataflow.circuit import Circuit
 from pomoview.dataflow.keyed_state import Row
 from pomoview.dataflow.zset import ZSet
-from pomoview.planner.compile import CompiledProgram
+from pomoview.planner.compile import CompiledProgram, ProgramGraph
 
 from .counters import Counters
 from .errors import InvalidArgument, ResourceExhausted, Unavailable
@@ -60,7 +59,10 @@ class WritePath:
 
     # Kept by Scheduler (server/scheduler.py); declared here for the type checker.
     program: CompiledProgram | None
-    circuits: dict[tuple[str, tuple[str, ...]], Circuit]
+    graph: ProgramGraph | None
+
+    def _reset_graph(self) -> None:
+        raise NotImplementedError
     counters: Counters
     store: SourceStore
     wal: WriteAheadLog
@@ -160,16 +162,12 @@ class WritePath:
             ops[source] = zset
         with self._dataflow:
             self.tail.append(batch)
-            failed = []
-            for name, circuit in self.circuits.items():
+            if self.graph is not None:
                 try:
-                    circuit.step(ops)
+                    self.graph.step(ops)
                 except Exception:
-                    log.exception(
-                        "circuit %s failed at epoch %d; it will be rebuilt", name, batch.epoch
-                    )
-                    failed.append(name)
-            for name in failed:
-                del self.circuits[name]
+                    # Operator state is a cache of the sources: a new graph refills from them.
+                    log.exception("the dataflow failed at epoch %d; it will be rebuilt", batch.epoch)
+                    self._reset_graph()
             self.applied_epoch = batch.epoch
             self._dataflow.notify_all()

@@ -59,7 +59,8 @@ def test_the_log_tail_outlives_a_running_upquery(tmp_path: Path, spark: Any) -> 
             assert s.flush() == third  # the store holds every write now...
             assert s.store.version == third
             # ...but the tail still holds what came after the running job's snapshot
-            assert calls == [first]
+            # (the round's jobs for a and b run side by side, both at that snapshot)
+            assert calls and set(calls) == {first}
             assert s.tail.base == first
             assert [b.epoch for b in s.tail.batches] == [second, third]
         finally:
