@@ -81,7 +81,8 @@ def describe_result(resp: pb.DescribeResponse) -> dict[str, object]:
 
 
 def stats_result(resp: pb.StatsResponse) -> dict[str, object]:
-    """Returns the `StatsResponse` fields as a dict; `readers` as a list of dicts."""
+    """Returns the `StatsResponse` fields as a dict; `readers` and `states` (one per dataflow
+    node, inputs first) as lists of dicts."""
     # Spelled out rather than json_format.MessageToDict, which renders uint64 as strings.
     return {
         "applied_epoch": resp.applied_epoch,
@@ -99,6 +100,27 @@ def stats_result(resp: pb.StatsResponse) -> dict[str, object]:
             }
             for r in resp.readers
         ],
+        "states": [node_to_dict(n) for n in resp.states],
+    }
+
+
+def node_to_dict(node: pb.DataflowNode) -> dict[str, object]:
+    """One dataflow node (operator and state) as a dict of its fields."""
+    return {
+        "id": node.id,
+        "operator": node.operator,
+        "detail": node.detail,
+        "inputs": list(node.inputs),
+        "stateful": node.stateful,
+        "key": list(node.key),
+        "partial": node.partial,
+        "present_keys": node.present_keys,
+        "rows": node.rows,
+        "bytes": node.bytes,
+        "dropped": node.dropped,
+        "upqueries": node.upqueries,
+        "evictions": node.evictions,
+        "views": list(node.views),
     }
 
 

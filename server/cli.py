@@ -316,11 +316,52 @@ def cmd_load(args: argparse.Namespace) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    """Prints the server's stats as JSON."""
+    """Prints the server's counters and a table of its dataflow's states (or JSON)."""
     with Client(args.address) as db:
         stats = db.stats()
-    print(json.dumps(stats, indent=2, sort_keys=True))
+    if args.json:
+        print(json.dumps(stats, indent=2, sort_keys=True))
+        return 0
+    print(format_stats(stats))
     return 0
+
+
+STATE_COLUMNS = (
+    "id", "operator", "key", "mode", "keys", "rows", "bytes", "dropped", "upqueries", "evictions", "views"
+)
+COUNTERS = ("applied_epoch", "durable_epoch", "flushed_epoch", "upqueries", "spark_jobs", "dropped_deltas")
+
+
+def format_stats(stats: Mapping[str, object]) -> str:
+    """The counters on one line, then one row per stateful node: its operator, key columns,
+    partial or full, present keys, rows, estimated bytes, deltas dropped at missing keys,
+    keys filled by upqueries, evictions, and the views that read it."""
+    head = ", ".join(f"{name} {stats[name]}" for name in COUNTERS)
+    states = stats.get("states") or []
+    assert isinstance(states, list)
+    rows = [
+        (
+            str(n["id"]),
+            str(n["operator"]),
+            ",".join(map(str, n["key"])) or "()",  # type: ignore[call-overload]
+            "partial" if n["partial"] else "full",
+            str(n["present_keys"]),
+            str(n["rows"]),
+            str(n["bytes"]),
+            str(n["dropped"]),
+            str(n["upqueries"]),
+            str(n["evictions"]),
+            ",".join(map(str, n["views"])),  # type: ignore[call-overload]
+        )
+        for n in states
+        if n["stateful"]
+    ]
+    if not rows:
+        return head + "\n(no state yet: nothing has been looked up)"
+    widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(STATE_COLUMNS)]
+    lines = [head, "  ".join(c.ljust(w) for c, w in zip(STATE_COLUMNS, widths, strict=True))]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) for r in rows]
+    return "\n".join(lines)
 
 
 # ---------------------------------------------------------------- parser
@@ -449,6 +490,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=cmd_load)
 
     p = sub.add_parser("stats", parents=[client_opts], help="print server stats")
+    p.add_argument("--json", action="store_true", help="print the stats as JSON")
     p.set_defaults(handler=cmd_stats)
     return parser
 

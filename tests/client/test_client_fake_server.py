@@ -134,6 +134,12 @@ class FakeViewService(pb_grpc.ViewServiceServicer):
             readers=[
                 pb.ReaderStats(view="articleWithVotes", key=["id"], partial=True, present_keys=10)
             ],
+            states=[
+                pb.DataflowNode(id="n0", operator="SourceIndex", detail="SourceIndex(vote by (article_id,))",
+                                stateful=True, key=["article_id"], partial=True, present_keys=10, rows=31,
+                                bytes=4096, dropped=7, upqueries=10, views=["articleWithVotes"]),
+                pb.DataflowNode(id="n1", operator="Map", detail="Map", inputs=["n0"]),
+            ],
         )
 
 
@@ -310,6 +316,15 @@ def test_describe_and_stats(address: str) -> None:
         "dropped_deltas": 4,
         "readers": [
             {"view": "articleWithVotes", "key": ["id"], "partial": True, "present_keys": 10}
+        ],
+        "states": [
+            {"id": "n0", "operator": "SourceIndex", "detail": "SourceIndex(vote by (article_id,))",
+             "inputs": [], "stateful": True, "key": ["article_id"], "partial": True, "present_keys": 10,
+             "rows": 31, "bytes": 4096, "dropped": 7, "upqueries": 10, "evictions": 0,
+             "views": ["articleWithVotes"]},
+            {"id": "n1", "operator": "Map", "detail": "Map", "inputs": ["n0"], "stateful": False, "key": [],
+             "partial": False, "present_keys": 0, "rows": 0, "bytes": 0, "dropped": 0, "upqueries": 0,
+             "evictions": 0, "views": []},
         ],
     }
 
@@ -488,9 +503,21 @@ def test_cli_lookup_not_found(address: str, capsys: pytest.CaptureFixture[str]) 
 
 
 def test_cli_stats(address: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["stats", "--address", address]) == 0
+    assert main(["stats", "--json", "--address", address]) == 0
     stats = json.loads(capsys.readouterr().out)
     assert stats["durable_epoch"] == 6 and stats["readers"][0]["partial"] is True
+
+
+def test_cli_stats_table(address: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """One row per stateful node, with its key, mode and sizes; stateless nodes are left out."""
+    assert main(["stats", "--address", address]) == 0
+    counters, header, *rows = capsys.readouterr().out.splitlines()
+    assert counters.startswith("applied_epoch 5, durable_epoch 6,") and "dropped_deltas 4" in counters
+    assert header.split() == ["id", "operator", "key", "mode", "keys", "rows", "bytes", "dropped",
+                              "upqueries", "evictions", "views"]
+    assert [r.split() for r in rows] == [
+        ["n0", "SourceIndex", "article_id", "partial", "10", "31", "4096", "7", "10", "0", "articleWithVotes"]
+    ]
 
 
 def test_cli_address_from_env(
@@ -543,8 +570,9 @@ def test_cli_serve_passes_arguments(monkeypatch: pytest.MonkeyPatch, tmp_path: P
     monkeypatch.setenv("POMOVIEW_SPARK_MASTER", "spark://h:7077")
     monkeypatch.delenv("POMOVIEW_DATA", raising=False)
     monkeypatch.delenv("POMOVIEW_STORE", raising=False)
+    monkeypatch.delenv("POMOVIEW_FULL_STATE", raising=False)
     assert main(["serve", "--port", "9000", "--program", "p.pomo", "--flush-interval", "0.5"]) == 0
-    assert main(["serve", "--data", str(tmp_path)]) == 0
+    assert main(["serve", "--data", str(tmp_path), "--full-state"]) == 0
     assert calls == [
         {
             "data_dir": Path("./data"),
@@ -554,6 +582,7 @@ def test_cli_serve_passes_arguments(monkeypatch: pytest.MonkeyPatch, tmp_path: P
             "spark_master": "spark://h:7077",
             "flush_interval": 0.5,
             "store": None,
+            "full_state": False,
             "origins": {"data": "default", "store": "default", "spark_master": "env POMOVIEW_SPARK_MASTER"},
         },
         {
@@ -564,6 +593,7 @@ def test_cli_serve_passes_arguments(monkeypatch: pytest.MonkeyPatch, tmp_path: P
             "spark_master": "spark://h:7077",
             "flush_interval": 5.0,
             "store": None,
+            "full_state": True,
             "origins": {"data": "flag", "store": "default", "spark_master": "env POMOVIEW_SPARK_MASTER"},
         },
     ]
