@@ -53,7 +53,8 @@ def scans(root: Keyed) -> dict[str, ra.Expr | None]:
 
 
 STORY_WITH_AUTHOR = """
-storyWithAuthor(id: I, title: T, name: N) :- story(id: I, author_id: A, title: T), author(author_id: A, name: N).
+storyWithAuthor(id: I, title: T, name: N) :-
+    story(id: I, author_id: A, title: T), author(author_id: A, name: N).
 """
 
 
