@@ -4,6 +4,7 @@ while writes race their jobs, and a join chain's dependent upqueries, read throu
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,7 @@ def test_a_union_fills_only_once_every_parent_answered_with_writes_racing_its_jo
         assert s.flush() == first
         fetch = s.store.fetch
         started: list[str] = []
-        both, release = threading.Barrier(2, timeout=60), threading.Event()
+        both, release = threading.Barrier(2, timeout=20), threading.Event()
 
         def held(source: str, *args: Any, **kwargs: Any) -> Any:
             started.append(source)
@@ -59,8 +60,10 @@ def test_a_union_fills_only_once_every_parent_answered_with_writes_racing_its_jo
         lookup = threading.Thread(target=lambda: answer.append(s.lookup("said", [row(id=7)])))
         lookup.start()
         try:
-            while len(started) < 2:
-                threading.Event().wait(0.05)
+            deadline = time.monotonic() + 60
+            while len(started) < 2 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert sorted(started) == ["comment", "note"], "the parents' jobs run side by side"
             # Writes to both parents while their jobs run: one is in the snapshot's future,
             # one deletes a tuple the snapshot holds, one touches another key.
             s.write([("comment", [row(cid=3, story_id=7, text="c3")], [row(cid=1, story_id=7, text="c1")])])
