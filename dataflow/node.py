@@ -226,6 +226,8 @@ class Node:
         self.local_id = -1
         self.global_id: tuple[int, ...] = ()
         self.consumers: list[tuple[Node, int]] = []  # (consumer, the port it reads this node on)
+        # What a planner built this node from (opaque here): lets tests recompute its output.
+        self.origin: object = None
 
     def evict_below(self, cols: EvictCols, keys: Collection[Key]) -> None:
         if keys or cols is None:

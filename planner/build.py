@@ -196,6 +196,7 @@ class CircuitBuilder:
                 continue
             on_path.discard(id(keyed))
             node = self._construct(keyed, [self._nodes[id(i)] for i in inputs])
+            node.origin = keyed
             self._nodes[id(keyed)] = node
             self._added.append(id(keyed))
         return self._nodes[id(root)]

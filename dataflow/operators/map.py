@@ -133,6 +133,8 @@ class Map(Node):
             out = self.outputs[c]
             if isinstance(out, Column):
                 by_col[out.index] = v
+            elif out.value != v:
+                return True  # no row ever has this key: nothing above must hold it
         parent_cols = tuple(by_col)
         return self.inputs[0].covers(parent_cols, tuple(by_col[c] for c in parent_cols))
 

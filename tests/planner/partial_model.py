@@ -1,0 +1,164 @@
+"""A driver for partial state under interleavings, and its oracles (test_partial_invariants.py).
+
+The system under test is a ProgramGraph(partial=True) over in-memory sources, driven as the
+server drives it: a lookup that needs a fetch raises FetchPending; its requests are held
+while other steps run (writes, other lookups), then answered from the sources *as they are
+when the lookup runs again*, which is what the server's keyed Spark job plus the logged
+writes in (snapshot, now] give. The reference is a ProgramGraph(partial=False) stepped with
+the same changes, and, for invariant 1, every operator's output recomputed from scratch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from pomoview.dataflow.circuit import Circuit
+from pomoview.dataflow.keyed_pair import KeyedPair
+from pomoview.dataflow.keyed_state import Key, Row
+from pomoview.dataflow.node import FetchPending, FetchRequest, Filters, KeyedNode, Node, matches, project
+from pomoview.dataflow.operators.aggregate_join import AggregateJoin
+from pomoview.dataflow.operators.source_index import SourceIndex
+from pomoview.dataflow.zset import ZSet
+from pomoview.planner.build import CircuitBuilder
+from pomoview.planner.compile import CompiledProgram, ProgramGraph
+from pomoview.planner.provenance import Keyed
+
+
+@dataclass
+class Pending:
+    """A lookup waiting for its fetches."""
+
+    view: str
+    key: tuple[str, ...]
+    values: list[Key]
+    requests: set[FetchRequest] = field(default_factory=set)  # answered at the next try
+
+
+class Model:
+    def __init__(self, program: CompiledProgram) -> None:
+        self.program = program
+        self.store: dict[str, set[Row]] = {s: set() for s in program.checked.sources}
+        self.partial = ProgramGraph(program, partial=True)
+        self.full = ProgramGraph(program, partial=False)
+        self.fetches = 0
+
+    # -- sources --------------------------------------------------------------------------
+
+    def attributes(self, source: str) -> tuple[str, ...]:
+        return tuple(self.program.relations[source].attributes)
+
+    def now(self, source: str, names: tuple[str, ...], keys: Iterable[Key], filters: Filters) -> list[Row]:
+        """The source's tuples now, restricted like a keyed fetch."""
+        attributes = self.attributes(source)
+        tests = tuple((attributes.index(a), v) for a, v in filters)
+        rows = [row for row in self.store[source] if matches(row, tests)]
+        if not names:
+            return rows
+        cols = tuple(attributes.index(n) for n in names)
+        wanted = set(keys)
+        return [row for row in rows if project(row, cols) in wanted]
+
+    def write(self, changes: dict[str, dict[Row, int]]) -> None:
+        """One epoch: `changes` maps a source to row -> +1 (insert) / -1 (delete)."""
+        deltas: dict[str, ZSet[Row]] = {}
+        for source, ops in changes.items():
+            present = self.store[source]
+            delta: ZSet[Row] = ZSet()
+            for row, op in ops.items():
+                if op > 0 and row not in present:
+                    present.add(row)
+                    delta.add(row, 1)
+                elif op < 0 and row in present:
+                    present.discard(row)
+                    delta.add(row, -1)
+            # Like the server: the graph gets the batch's operations, the sources the set change.
+            deltas[source] = ZSet([(row, 1 if op > 0 else -1) for row, op in ops.items()])
+        self.partial.step(deltas)
+        self.full.step(deltas)
+
+    # -- lookups ----------------------------------------------------------------------------
+
+    def begin(self, view: str, key: tuple[str, ...], values: list[Key]) -> Pending:
+        return Pending(view, key, values)
+
+    def attempt(self, pending: Pending) -> list[list[Row]] | None:
+        """Runs the lookup with the requests it holds answered from the sources now; returns
+        the rows, or None when it needs more fetches (they are added to `pending`)."""
+
+        def fetch(source: str, names: tuple[str, ...], keys: list[Key], filters: Filters) -> list[Row]:
+            for r in pending.requests:
+                if r.source == source and r.columns == names and set(keys) <= set(r.keys) and set(
+                    r.filters
+                ) <= set(filters):
+                    self.fetches += 1
+                    return self.now(source, names, keys, filters)
+            raise FetchPending(source, names, keys, filters)
+
+        try:
+            return self.partial.lookup(pending.view, pending.key, pending.values, fetch)
+        except FetchPending as err:
+            pending.requests.update(err.requests)
+            return None
+
+    def reference(self, view: str, key: tuple[str, ...], values: list[Key]) -> list[set[Row]]:
+        rows = self.full.lookup(view, key, values, self.now)
+        return [set(r) for r in rows]
+
+    # -- invariants -------------------------------------------------------------------------
+
+    def check_graph(self) -> None:
+        """The join invariant and prefix presence (Noria invariant 4), after any step."""
+        self.partial.graph.check_invariants()
+
+    def check_states(self) -> None:
+        """Noria invariant 1 at quiescence: every present key of every partial state holds
+        exactly what a from-scratch computation of its input gives for that key."""
+        scratch: dict[int, ZSet[Row]] = {}
+
+        def output(node: Node) -> ZSet[Row]:
+            keyed = node.origin
+            assert isinstance(keyed, Keyed), f"{node.describe()} has no origin"
+            found = scratch.get(id(keyed))
+            if found is None:
+                builder = CircuitBuilder(
+                    self.program.relations,
+                    self.program.plan.exprs,
+                    self.now,
+                    hidden=self.program.plan.hidden,
+                    partial=False,
+                )
+                built = builder.build(keyed.expr, None)
+                Circuit(built).hydrate()
+                found = scratch[id(keyed)] = built.query((), [()])
+            return found
+
+        def restricted(rows: ZSet[Row], cols: tuple[int, ...]) -> dict[Key, dict[Row, int]]:
+            out: dict[Key, dict[Row, int]] = {}
+            for row, weight in rows.items():
+                out.setdefault(project(row, cols), {})[row] = weight
+            return out
+
+        for node in self.partial.graph.nodes:
+            if isinstance(node, SourceIndex) and node.partial:
+                for key in node.state.keys():
+                    names = tuple(node.schema[c] for c in node.key_cols)
+                    want = set(self.now(node.source, names, [key], node.filters))
+                    assert set(node.state.get(key) or {}) == want, f"{node.describe()} at {key!r}"
+            elif isinstance(node, KeyedNode) and node.partial and node.inputs:
+                by_key = restricted(output(node.inputs[0]), node.key_cols)
+                for key in node.state.keys():
+                    assert (node.state.get(key) or {}) == by_key.get(key, {}), f"{node.describe()} at {key!r}"
+            elif isinstance(node, KeyedPair) and node.partial:
+                keyed_in, other_in = node.inputs[node.keyed_side], node.inputs[1 - node.keyed_side]
+                by_key = restricted(output(keyed_in), node.side_key)
+                for key in node.keyed.keys():
+                    assert (node.keyed.get(key) or {}) == by_key.get(key, {}), f"{node.describe()} at {key!r}"
+                by_join = restricted(output(other_in), node.other_on)
+                for j in node.other_keys():
+                    if isinstance(node, AggregateJoin):
+                        fresh = node._load(list(by_join.get(j, {}).items()))
+                        assert node._value(j) == fresh.result(), f"{node.describe()} group {j!r}"
+                    elif node.other_partial:
+                        got = node.other.get(j) or {}  # type: ignore[attr-defined]
+                        assert got == by_join.get(j, {}), f"{node.describe()} other side at {j!r}"
