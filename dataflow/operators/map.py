@@ -132,7 +132,8 @@ class Map(Node):
         for c, v in zip(cols, key, strict=True):
             out = self.outputs[c]
             if isinstance(out, Column):
-                by_col[out.index] = v
+                if by_col.setdefault(out.index, v) != v:
+                    return True  # two copies of one column with two values: no row has this key
             elif out.value != v:
                 return True  # no row ever has this key: nothing above must hold it
         parent_cols = tuple(by_col)
