@@ -110,9 +110,10 @@ class AsyncClient:
         req = messages.lookup_request(view, keys, min_epoch)
         return messages.lookup_result(await self._call(self._stub.Lookup, req), len(keys))
 
-    async def describe(self) -> dict[str, object]:
-        """Returns {program, relations} of the installed program."""
-        resp = await self._call(self._stub.Describe, pb.DescribeRequest())
+    async def describe(self, view: str | None = None) -> dict[str, object]:
+        """Returns {program, relations, nodes} of the installed program; `nodes` is the
+        dataflow graph of `view` built so far (inputs first), empty without a view."""
+        resp = await self._call(self._stub.Describe, pb.DescribeRequest(view=view or ""))
         return messages.describe_result(resp)
 
     async def stats(self) -> dict[str, object]:

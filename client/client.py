@@ -110,9 +110,11 @@ class Client:
         req = messages.lookup_request(view, keys, min_epoch)
         return messages.lookup_result(self._call(self._stub.Lookup, req), len(keys))
 
-    def describe(self) -> dict[str, object]:
-        """Returns {program, relations} of the installed program."""
-        return messages.describe_result(self._call(self._stub.Describe, pb.DescribeRequest()))
+    def describe(self, view: str | None = None) -> dict[str, object]:
+        """Returns {program, relations, nodes} of the installed program; `nodes` is the
+        dataflow graph of `view` built so far (inputs first), empty without a view."""
+        request = pb.DescribeRequest(view=view or "")
+        return messages.describe_result(self._call(self._stub.Describe, request))
 
     def stats(self) -> dict[str, object]:
         """Returns the server's counters and readers (see `StatsResponse`)."""

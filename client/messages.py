@@ -76,8 +76,12 @@ def lookup_result(resp: pb.LookupResponse, n_keys: int) -> list[list[dict[str, o
 
 
 def describe_result(resp: pb.DescribeResponse) -> dict[str, object]:
-    """Returns {program, relations}."""
-    return {"program": resp.program, "relations": [relation_to_dict(r) for r in resp.relations]}
+    """Returns {program, relations, nodes}."""
+    return {
+        "program": resp.program,
+        "relations": [relation_to_dict(r) for r in resp.relations],
+        "nodes": [node_to_dict(n) for n in resp.nodes],
+    }
 
 
 def stats_result(resp: pb.StatsResponse) -> dict[str, object]:

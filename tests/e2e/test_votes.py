@@ -99,3 +99,32 @@ def test_min_epoch_reads_your_writes(votes_server: ServerProcess) -> None:
             epoch = db.write("vote", insert=[{"article_id": article, "user_id": user}])
             rows = db.lookup("articleWithVotes", {"id": article}, min_epoch=epoch)
             assert rows == [{"id": article, "title": "ryw", "votes": user + 1}]
+
+
+def test_describe_and_stats_show_the_partial_states_of_a_view(votes_server: ServerProcess) -> None:
+    """Through the real server: after a lookup, Describe(view) draws the view's dataflow and
+    Stats lists its states, every one partial, holding the looked-up key."""
+    from pomoview.client.errors import NotFound
+
+    with votes_server.client() as db:
+        epoch = db.write("article", insert=[{"id": 901, "title": "described"}])
+        db.write("vote", insert=[{"article_id": 901, "user_id": 1}])
+        assert db.lookup("articleWithVotes", {"id": 901}, min_epoch=epoch) in (
+            [{"id": 901, "title": "described", "votes": 0}],
+            [{"id": 901, "title": "described", "votes": 1}],
+        )
+        nodes = db.describe("articleWithVotes")["nodes"]
+        assert isinstance(nodes, list)
+        kinds = [n["operator"] for n in nodes]
+        assert "AggregateJoin" in kinds and kinds[-1] == "Reader"
+        ids = {n["id"] for n in nodes}
+        assert all(set(n["inputs"]) <= ids for n in nodes)  # inputs first, a closed graph
+        states = [n for n in db.stats()["states"] if n["stateful"]]  # type: ignore[union-attr]
+        assert states and all(n["partial"] and n["present_keys"] >= 1 for n in states)
+        assert db.describe()["nodes"] == []
+        try:
+            db.describe("nope")
+        except NotFound as err:
+            assert "nope" in str(err)
+        else:
+            raise AssertionError("an unknown view is NOT_FOUND")
