@@ -23,23 +23,30 @@ Key = tuple[object, ...]
 
 
 class KeyedState:
-    """Rows with multiplicities, grouped by key; partial or full."""
+    """Rows with multiplicities, grouped by key; partial or full.
+
+    Compact form: a key whose group is one row of weight 1 (the common case for a state
+    keyed by a unique column, and for every set keyed by its whole row) maps to that row
+    itself, not to a dict: a dict per key costs about 200 bytes more. Readers of a group
+    (`get`, `groups`) see a dict either way.
+    """
 
     __slots__ = ("partial", "_groups", "_rows")
 
     def __init__(self, *, partial: bool) -> None:
         self.partial = partial
-        self._groups: dict[Key, dict[Row, int]] = {}
+        # key -> its rows and weights, or the key's only row when it has weight 1
+        self._groups: dict[Key, dict[Row, int] | Row] = {}
         self._rows = 0
 
     def is_present(self, key: Key) -> bool:
         return not self.partial or key in self._groups
 
     def get(self, key: Key) -> dict[Row, int] | None:
-        """The key's rows (row -> weight), or None when the key is missing."""
+        """The key's rows (row -> weight), or None when the key is missing. Read only."""
         group = self._groups.get(key)
         if group is not None:
-            return group
+            return group if type(group) is dict else {group: 1}  # type: ignore[dict-item]
         if self.partial:
             return None
         return {}
@@ -48,6 +55,14 @@ class KeyedState:
         if not self.partial:
             return []
         return [k for k in dict.fromkeys(keys) if k not in self._groups]
+
+    def _store(self, key: Key, group: dict[Row, int]) -> None:
+        if len(group) == 1:
+            [(row, weight)] = group.items()
+            if weight == 1:
+                self._groups[key] = row
+                return
+        self._groups[key] = group
 
     def fill(self, key: Key, rows: Iterable[tuple[Row, int]]) -> None:
         """Marks `key` present with exactly `rows` (an upquery response)."""
@@ -61,16 +76,20 @@ class KeyedState:
                 group[row] = total
             else:
                 del group[row]
-        self._groups[key] = group
+        self._store(key, group)
         self._rows += len(group)
 
     def add(self, key: Key, row: Row, weight: int) -> bool:
         """Applies one weighted row; False (and no change) when the key is missing."""
-        group = self._groups.get(key)
-        if group is None:
+        stored = self._groups.get(key)
+        if stored is None:
             if self.partial:
                 return False
-            group = self._groups[key] = {}
+            group: dict[Row, int] = {}
+        elif type(stored) is dict:
+            group = stored
+        else:
+            group = {stored: 1}  # type: ignore[dict-item]
         old = group.get(row, 0)
         total = old + weight
         if total:
@@ -81,8 +100,10 @@ class KeyedState:
             group.pop(row, None)
             if old:
                 self._rows -= 1
-            if not group and not self.partial:
-                del self._groups[key]
+        if not group and not self.partial:
+            self._groups.pop(key, None)
+        else:
+            self._store(key, group)
         return True
 
     def evict(self, key: Key) -> bool:
@@ -91,7 +112,7 @@ class KeyedState:
         group = self._groups.pop(key, None)
         if group is None:
             return False
-        self._rows -= len(group)
+        self._rows -= len(group) if type(group) is dict else 1
         return True
 
     def keys(self) -> list[Key]:
@@ -104,12 +125,14 @@ class KeyedState:
         rows_seen = 0
         row_bytes = 0
         key_bytes = 0
-        for i, (key, group) in enumerate(self._groups.items()):
-            total += sys.getsizeof(group)
+        for i, (key, stored) in enumerate(self._groups.items()):
+            rows = stored if type(stored) is dict else (stored,)
+            if type(stored) is dict:
+                total += sys.getsizeof(stored)
             if i < sample:
                 key_bytes += _tuple_bytes(key)
-                for row in list(group)[: max(1, sample // 8)]:
-                    row_bytes += _tuple_bytes(row)
+                for row in list(rows)[: max(1, sample // 8)]:
+                    row_bytes += _tuple_bytes(row)  # type: ignore[arg-type]
                     rows_seen += 1
         keys = len(self._groups)
         if keys:
@@ -125,11 +148,12 @@ class KeyedState:
         return self._rows
 
     def groups(self) -> Iterator[tuple[Key, dict[Row, int]]]:
-        return iter(self._groups.items())
+        for key, stored in self._groups.items():
+            yield key, (stored if type(stored) is dict else {stored: 1})  # type: ignore[misc,dict-item]
 
     def as_zset(self) -> ZSet[Row]:
         out: ZSet[Row] = ZSet()
-        for group in self._groups.values():
+        for _, group in self.groups():
             for row, weight in group.items():
                 out.add(row, weight)
         return out

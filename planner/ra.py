@@ -17,6 +17,7 @@ Fixpoint (the stratum's loop) with Recursive (one of its relations).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from .ast import Constant
 
@@ -71,7 +72,7 @@ class CidExtend:
     def relation(self) -> str:
         return self.input.relation
 
-    @property
+    @cached_property
     def schema(self) -> tuple[str, ...]:
         return self.input.schema + (CID_COLUMN,)
 
@@ -81,7 +82,7 @@ class Select:
     input: Expr
     predicates: tuple[Compare, ...]
 
-    @property
+    @cached_property
     def schema(self) -> tuple[str, ...]:
         return self.input.schema
 
@@ -93,7 +94,7 @@ class Project:
     input: Expr
     outputs: tuple[tuple[str, Operand], ...]
 
-    @property
+    @cached_property
     def schema(self) -> tuple[str, ...]:
         return tuple(name for name, _ in self.outputs)
 
@@ -106,11 +107,11 @@ class Join:
     left: Expr
     right: Expr
 
-    @property
+    @cached_property
     def on(self) -> tuple[str, ...]:
         return tuple(c for c in self.left.schema if c in self.right.schema)
 
-    @property
+    @cached_property
     def schema(self) -> tuple[str, ...]:
         return self.left.schema + tuple(c for c in self.right.schema if c not in self.left.schema)
 
@@ -128,11 +129,11 @@ class SemiJoin:
     def __post_init__(self) -> None:
         assert set(self.right.schema) <= set(self.left.schema), (self.left.schema, self.right.schema)
 
-    @property
+    @cached_property
     def on(self) -> tuple[str, ...]:
         return self.right.schema
 
-    @property
+    @cached_property
     def schema(self) -> tuple[str, ...]:
         return self.left.schema
 
@@ -150,11 +151,11 @@ class AntiJoin:
     def __post_init__(self) -> None:
         assert set(self.right.schema) <= set(self.left.schema), (self.left.schema, self.right.schema)
 
-    @property
+    @cached_property
     def on(self) -> tuple[str, ...]:
         return self.right.schema
 
-    @property
+    @cached_property
     def schema(self) -> tuple[str, ...]:
         return self.left.schema
 
@@ -169,7 +170,7 @@ class Difference:
     def __post_init__(self) -> None:
         assert self.left.schema == self.right.schema, (self.left.schema, self.right.schema)
 
-    @property
+    @cached_property
     def schema(self) -> tuple[str, ...]:
         return self.left.schema
 
@@ -197,11 +198,11 @@ class Aggregate:
     values: tuple[str, ...]
     result: str
 
-    @property
+    @cached_property
     def group(self) -> tuple[str, ...]:
         return tuple(c for c in self.body.schema if c in self.atom.schema)
 
-    @property
+    @cached_property
     def schema(self) -> tuple[str, ...]:
         return self.body.schema + (self.result,)
 
@@ -212,7 +213,7 @@ class Union:
 
     inputs: tuple[Expr, ...]
 
-    @property
+    @cached_property
     def schema(self) -> tuple[str, ...]:
         return self.inputs[0].schema
 
@@ -221,7 +222,7 @@ class Union:
 class Distinct:
     input: Expr
 
-    @property
+    @cached_property
     def schema(self) -> tuple[str, ...]:
         return self.input.schema
 
@@ -230,7 +231,7 @@ class Distinct:
 class Unit:
     """One empty tuple: the body of a fact."""
 
-    @property
+    @cached_property
     def schema(self) -> tuple[str, ...]:
         return ()
 
@@ -258,7 +259,7 @@ class Recursive:
     fixpoint: Fixpoint
     relation: str
 
-    @property
+    @cached_property
     def schema(self) -> tuple[str, ...]:
         return self.fixpoint.schema_of(self.relation)
 

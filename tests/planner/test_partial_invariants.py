@@ -133,7 +133,7 @@ def run_case(seed: int, steps: int = 30) -> None:
         ) from None
 
 
-CI_CASES = 240
+CI_CASES = 600
 
 
 @pytest.mark.parametrize("block", range(8))
