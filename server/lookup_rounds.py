@@ -27,6 +27,7 @@ from .wal import WriteAheadLog
 from .write_path import TypedRow, _coerce
 
 MAX_UPQUERY_ROUNDS = 64
+SESSION_DIED = "Spark session died"
 
 
 @dataclass(frozen=True)
@@ -123,6 +124,12 @@ class LookupRounds:
             return [self._run_spark_fetch(requests[0], pin)]
         with ThreadPoolExecutor(max_workers=min(len(requests), 8), thread_name_prefix="fetch") as pool:
             futures = [pool.submit(self._run_spark_fetch, r, pin) for r in requests]
+            failures = [f.exception() for f in futures if f.exception() is not None]
+            if failures:
+                # When the JVM died, every job of the round fails; only the one whose check found
+                # the session dead says so (the others may look after a new session is up).
+                failures.sort(key=lambda err: SESSION_DIED not in str(err))
+                raise failures[0]  # type: ignore[misc]
             return [f.result() for f in futures]
 
     def _run_spark_fetch(self, pending: FetchRequest, pin: Pin) -> Prefetched:
@@ -152,7 +159,7 @@ class LookupRounds:
             dead = check() if callable(check) else None
         if dead is not None:
             return (
-                f"the upquery on source {source!r} failed: the Spark session died ({dead}); "
+                f"the upquery on source {source!r} failed: the {SESSION_DIED} ({dead}); "
                 "a new one is starting, retry the lookup"
             )
         return f"the upquery on source {source!r} failed in Spark: {spark_error_reason(err)}"
