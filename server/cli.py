@@ -359,8 +359,8 @@ def format_stats(stats: Mapping[str, object]) -> str:
     if not rows:
         return head + "\n(no state yet: nothing has been looked up)"
     widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(STATE_COLUMNS)]
-    lines = [head, "  ".join(c.ljust(w) for c, w in zip(STATE_COLUMNS, widths, strict=True))]
-    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) for r in rows]
+    lines = [head, "  ".join(c.ljust(w) for c, w in zip(STATE_COLUMNS, widths, strict=True)).rstrip()]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     return "\n".join(lines)
 
 
