@@ -156,16 +156,7 @@ class Circuit:
 
     def lookup(self, keys: Sequence[Key]) -> list[list[Row]]:
         """The reader's rows for each key, filling the missing keys with one upquery."""
-        reader = self.reader
-        missing = reader.missing(keys)
-        if missing:
-            reader.fill(missing)
-        results: list[list[Row]] = []
-        for key in keys:
-            rows = reader.read(key)
-            assert rows is not None
-            results.append(rows)
-        return results
+        return self.reader.lookup(keys)
 
     def relations(self) -> Iterable[str]:
         return self.sources.keys()

@@ -71,16 +71,7 @@ class Graph:
 
     def lookup(self, name: ReaderName, keys: Sequence[Key]) -> list[list[Row]]:
         """The reader's rows for each key, filling the missing keys with one upquery."""
-        reader = self.readers[name]
-        missing = reader.missing(keys)
-        if missing:
-            reader.fill(missing)
-        results: list[list[Row]] = []
-        for key in keys:
-            rows = reader.read(key)
-            assert rows is not None
-            results.append(rows)
-        return results
+        return self.readers[name].lookup(keys)
 
     # -- introspection and invariants ------------------------------------------------------
 

@@ -29,6 +29,7 @@ A subclass keeps the other side's state and says what a keyed row outputs.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
+from typing import Any
 
 from .keyed_state import Key, KeyedState, Row
 from .node import EvictCols, Node, StateSummary, ask_all, group_by_key, matching_keys, project, select_keys
@@ -313,3 +314,34 @@ class KeyedPair(Node):
     def other_keys(self) -> list[Key]:
         """The other side's present join keys."""
         raise NotImplementedError
+
+
+class KeyedPairOfRows(KeyedPair):
+    """A KeyedPair whose other side keeps its rows (Join, AntiJoin): a KeyedState by the
+    join columns, partial or full."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.other = KeyedState(partial=self.other_partial)
+
+    def _other_present(self, j: Key) -> bool:
+        return self.other.is_present(j)
+
+    def _other_fill(self, j: Key, rows: list[tuple[Row, int]]) -> None:
+        self.other.fill(j, rows)
+
+    def _other_evict(self, j: Key) -> None:
+        self.other.evict(j)
+
+    def _other_keys_matching(self, cols: EvictCols, keys: Collection[Key]) -> list[Key]:
+        return matching_keys(self.other, self.other_on, cols, keys)
+
+    def _other_hydrate(self, rows: ZSet[Row]) -> None:
+        for row, weight in rows.items():
+            self.other.add(project(row, self.other_on), row, weight)
+
+    def other_keys(self) -> list[Key]:
+        return self.other.keys()
+
+    def _other_summary(self) -> tuple[int, int, int]:
+        return self.other.present_keys(), self.other.row_count(), self.other.estimate_bytes()

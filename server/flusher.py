@@ -4,50 +4,14 @@ and what no running upquery still needs, and compacts the store."""
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from collections import Counter, deque
-from collections.abc import Callable
 
-from pomoview.planner.compile import CompiledProgram, ProgramGraph
-
-from .counters import Counters
-from .overlay import LogTail
-from .source_store import SourceStore
-from .types import LoggedBatch
-from .wal import WriteAheadLog
+from .scheduler_state import SchedulerState
 
 log = logging.getLogger("pomoview.scheduler")
 
 
-class Flusher:
-
-    # Kept by Scheduler (server/scheduler.py); declared here for the type checker.
-    program: CompiledProgram | None
-    graph: ProgramGraph | None
-
-    def _reset_graph(self) -> None:
-        raise NotImplementedError
-    counters: Counters
-    store: SourceStore
-    wal: WriteAheadLog
-    tail: LogTail
-    applied_epoch: int
-    durable_epoch: int
-    _spark: Callable[[], object]
-    _counter_lock: threading.Lock
-    _write_lock: threading.Lock
-    _last_assigned: int
-    _dataflow: threading.Condition
-    _queue: deque[LoggedBatch]
-    _queue_ready: threading.Condition
-    _stopping: threading.Event
-    _flushing: threading.Lock
-    _upquery_versions: Counter[int]
-    flush_interval: float
-
-    def _require_program(self) -> CompiledProgram:
-        raise NotImplementedError
+class Flusher(SchedulerState):
 
     # The flusher compacts a source once it has this many parts (or parts clustered otherwise
     # than the source is now), at most once every `compact_interval` seconds.

@@ -6,24 +6,20 @@ names the Spark jobs it needs; those run without any lock, and the round runs ag
 
 from __future__ import annotations
 
-import threading
 import time
-from collections import Counter, deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from pomoview.dataflow.keyed_state import Key, Row
 from pomoview.dataflow.node import Fetch, FetchPending, FetchRequest, Filters, matches
-from pomoview.planner.compile import CompiledProgram, ProgramGraph
+from pomoview.planner.compile import CompiledProgram
 
-from .counters import Counters
 from .errors import DeadlineExceeded, InvalidArgument, NotFound, OutOfRange, Unavailable
-from .overlay import LogTail
-from .source_store import Pin, SourceStore
+from .scheduler_state import SchedulerState
+from .source_store import Pin
 from .spark_session import SparkSessionLost, spark_error_reason
-from .types import LoggedBatch, Tuple_, Value
-from .wal import WriteAheadLog
+from .types import Tuple_, Value
 from .write_path import TypedRow, _coerce
 
 MAX_UPQUERY_ROUNDS = 64
@@ -45,35 +41,7 @@ class Prefetched:
 
 
 
-class LookupRounds:
-
-    # Kept by Scheduler (server/scheduler.py); declared here for the type checker.
-    program: CompiledProgram | None
-    graph: ProgramGraph | None
-
-    def _reset_graph(self) -> None:
-        raise NotImplementedError
-    counters: Counters
-    store: SourceStore
-    wal: WriteAheadLog
-    tail: LogTail
-    applied_epoch: int
-    durable_epoch: int
-    _spark: Callable[[], object]
-    _counter_lock: threading.Lock
-    _write_lock: threading.Lock
-    _last_assigned: int
-    _dataflow: threading.Condition
-    _queue: deque[LoggedBatch]
-    _queue_ready: threading.Condition
-    _stopping: threading.Event
-    _flushing: threading.Lock
-    _upquery_versions: Counter[int]
-    flush_interval: float
-    full_state: bool
-
-    def _require_program(self) -> CompiledProgram:
-        raise NotImplementedError
+class LookupRounds(SchedulerState):
 
     def _fetch_from(self, answers: list[Prefetched]) -> Fetch:
         """A Fetch for the dataflow that answers from Spark results fetched before this round.

@@ -10,20 +10,15 @@ from __future__ import annotations
 
 import errno
 import logging
-import threading
-from collections import Counter, deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from pomoview.dataflow.keyed_state import Row
 from pomoview.dataflow.zset import ZSet
-from pomoview.planner.compile import CompiledProgram, ProgramGraph
 
-from .counters import Counters
 from .errors import InvalidArgument, ResourceExhausted, Unavailable
-from .overlay import LogTail
-from .source_store import SourceStore
+from .scheduler_state import SchedulerState
 from .types import LoggedBatch, SourceChange, SourceSchema, Tuple_, Value
-from .wal import WalUnusable, WriteAheadLog
+from .wal import WalUnusable
 
 log = logging.getLogger("pomoview.scheduler")
 
@@ -55,34 +50,7 @@ def _typed_tuple(row: TypedRow, schema: SourceSchema, where: str) -> Tuple_:
 
 
 
-class WritePath:
-
-    # Kept by Scheduler (server/scheduler.py); declared here for the type checker.
-    program: CompiledProgram | None
-    graph: ProgramGraph | None
-
-    def _reset_graph(self) -> None:
-        raise NotImplementedError
-    counters: Counters
-    store: SourceStore
-    wal: WriteAheadLog
-    tail: LogTail
-    applied_epoch: int
-    durable_epoch: int
-    _spark: Callable[[], object]
-    _counter_lock: threading.Lock
-    _write_lock: threading.Lock
-    _last_assigned: int
-    _dataflow: threading.Condition
-    _queue: deque[LoggedBatch]
-    _queue_ready: threading.Condition
-    _stopping: threading.Event
-    _flushing: threading.Lock
-    _upquery_versions: Counter[int]
-    flush_interval: float
-
-    def _require_program(self) -> CompiledProgram:
-        raise NotImplementedError
+class WritePath(SchedulerState):
 
     def write(self, changes: Sequence[tuple[str, Sequence[TypedRow], Sequence[TypedRow]]]) -> int:
         """Validates, logs durably and queues one batch; returns its epoch."""

@@ -24,11 +24,9 @@ Contract:
 
 from __future__ import annotations
 
-from collections.abc import Collection
-
-from ..keyed_pair import KeyedPair
-from ..keyed_state import Key, KeyedState, Row
-from ..node import EvictCols, Node, matching_keys, project
+from ..keyed_pair import KeyedPairOfRows
+from ..keyed_state import Key, Row
+from ..node import Node, project
 from ..zset import ZSet
 
 
@@ -44,7 +42,7 @@ def _matched(group: dict[Row, int] | None) -> bool:
     return group is not None and any(w > 0 for w in group.values())
 
 
-class AntiJoin(KeyedPair):
+class AntiJoin(KeyedPairOfRows):
     def __init__(
         self,
         left: Node,
@@ -66,35 +64,12 @@ class AntiJoin(KeyedPair):
             side_key=side_key,
             other_partial=other_partial,
         )
-        self.other = KeyedState(partial=self.other_partial)
 
     def _output_sources(self, col: int) -> dict[int, int]:
         found = {0: col}
         if col in self.left_keys:
             found[1] = self.right_keys[self.left_keys.index(col)]
         return found
-
-    def _other_present(self, j: Key) -> bool:
-        return self.other.is_present(j)
-
-    def _other_fill(self, j: Key, rows: list[tuple[Row, int]]) -> None:
-        self.other.fill(j, rows)
-
-    def _other_evict(self, j: Key) -> None:
-        self.other.evict(j)
-
-    def _other_keys_matching(self, cols: EvictCols, keys: Collection[Key]) -> list[Key]:
-        return matching_keys(self.other, self.other_on, cols, keys)
-
-    def _other_hydrate(self, rows: ZSet[Row]) -> None:
-        for row, weight in rows.items():
-            self.other.add(project(row, self.other_on), row, weight)
-
-    def other_keys(self) -> list[Key]:
-        return self.other.keys()
-
-    def _other_summary(self) -> tuple[int, int, int]:
-        return self.other.present_keys(), self.other.row_count(), self.other.estimate_bytes()
 
     def _emit(self, row: Row, weight: int, j: Key, out: ZSet[Row]) -> None:
         if not _matched(self.other.get(j)):

@@ -48,5 +48,17 @@ class Reader(KeyedNode):
         assert all(w == 1 for w in group.values()), f"reader multiset at {key!r}: {group}"
         return list(group)
 
+    def lookup(self, keys: Sequence[Key]) -> list[list[Row]]:
+        """The rows of each key, filling the missing keys with one upquery first."""
+        missing = self.missing(keys)
+        if missing:
+            self.fill(missing)
+        results: list[list[Row]] = []
+        for key in keys:
+            rows = self.read(key)
+            assert rows is not None
+            results.append(rows)
+        return results
+
     def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
         raise AssertionError("a reader is a sink; nothing upqueries it")

@@ -1,0 +1,45 @@
+"""What the scheduler's parts share: the state `Scheduler` keeps, declared once for the
+type checker, so that the write path, the lookup rounds and the flusher (one module each)
+can use it."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter, deque
+from collections.abc import Callable
+
+from pomoview.planner.compile import CompiledProgram, ProgramGraph
+
+from .counters import Counters
+from .overlay import LogTail
+from .source_store import SourceStore
+from .types import LoggedBatch
+from .wal import WriteAheadLog
+
+
+class SchedulerState:
+    program: CompiledProgram | None
+    graph: ProgramGraph | None
+    counters: Counters
+    store: SourceStore
+    wal: WriteAheadLog
+    tail: LogTail
+    applied_epoch: int
+    durable_epoch: int
+    _spark: Callable[[], object]
+    _counter_lock: threading.Lock
+    _write_lock: threading.Lock
+    _last_assigned: int
+    _dataflow: threading.Condition
+    _queue: deque[LoggedBatch]
+    _queue_ready: threading.Condition
+    _stopping: threading.Event
+    _flushing: threading.Lock
+    _upquery_versions: Counter[int]
+    flush_interval: float
+
+    def _require_program(self) -> CompiledProgram:
+        raise NotImplementedError
+
+    def _reset_graph(self) -> None:
+        raise NotImplementedError
