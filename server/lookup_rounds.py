@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from pomoview.dataflow.keyed_state import Key, Row
@@ -20,6 +19,7 @@ from .scheduler_state import SchedulerState
 from .source_store import Pin
 from .spark_session import SparkSessionLost, spark_error_reason
 from .types import Tuple_, Value
+from .upquery_jobs import Ticket
 from .write_path import TypedRow, _coerce
 
 MAX_UPQUERY_ROUNDS = 64
@@ -29,16 +29,15 @@ SESSION_DIED = "Spark session died"
 @dataclass(frozen=True)
 class Prefetched:
     """A keyed Spark job's answer: `source` at store `version`, restricted to `keys` and to
-    the tuples matching `filters` (attribute == value)."""
+    the tuples matching `filters` (attribute == value); `by_key` holds the tuples of each
+    key that has any."""
 
     source: str
     columns: tuple[str, ...]
     keys: frozenset[Key]
     version: int
-    tuples: list[Tuple_]
+    by_key: dict[Key, list[Tuple_]]
     filters: Filters = ()
-
-
 
 
 class LookupRounds(SchedulerState):
@@ -73,9 +72,7 @@ class LookupRounds(SchedulerState):
                     schema = [a for a, _ in self._require_program().source_schema(source)]
                     positions = [schema.index(c) for c in cols]
                     tests = tuple((schema.index(a), v) for a, v in filters)
-                    tuples = answer.tuples
-                    if wanted != answer.keys:
-                        tuples = [t for t in tuples if tuple(t[i] for i in positions) in wanted]
+                    tuples = [t for k in wanted for t in answer.by_key.get(k, ())]
                     if set(answer.filters) != set(filters):
                         tuples = [t for t in tuples if matches(t, tests)]
                     return self.tail.overlay(
@@ -85,24 +82,43 @@ class LookupRounds(SchedulerState):
 
         return fetch
 
-    def _run_spark_fetches(self, requests: Sequence[FetchRequest], pin: Pin) -> list[Prefetched]:
-        """The keyed Spark jobs of one round, at the pinned snapshot `pin`, run side by side
-        (Spark schedules concurrent jobs of one session), without any scheduler lock."""
-        if len(requests) == 1:
-            return [self._run_spark_fetch(requests[0], pin)]
-        with ThreadPoolExecutor(max_workers=min(len(requests), 8), thread_name_prefix="fetch") as pool:
-            futures = [pool.submit(self._run_spark_fetch, r, pin) for r in requests]
-            failures = [f.exception() for f in futures if f.exception() is not None]
-            if failures:
-                # When the JVM died, every job of the round fails; only the one whose check found
-                # the session dead says so (the others may look after a new session is up).
-                failures.sort(key=lambda err: SESSION_DIED not in str(err))
-                raise failures[0]  # type: ignore[misc]
-            return [f.result() for f in futures]
+    def _await_fetches(self, tickets: Sequence[Ticket]) -> list[Prefetched]:
+        """The answers of one round's jobs (coalesced with other lookups' in `upquery_jobs`)."""
+        answers: list[Prefetched] = []
+        failures: list[BaseException] = []
+        for ticket in tickets:
+            try:
+                answers.append(ticket.wait())  # type: ignore[arg-type]
+            except BaseException as err:
+                failures.append(err)
+        if failures:
+            # When the JVM died, every job of the round fails; only the one whose check found
+            # the session dead says so (the others may look after a new session is up).
+            failures.sort(key=lambda err: SESSION_DIED not in str(err))
+            raise failures[0]
+        return answers
 
-    def _run_spark_fetch(self, pending: FetchRequest, pin: Pin) -> Prefetched:
+    def _pin_for_upquery(self) -> Pin:
+        """Pins the store's snapshot for an upquery job. Pinned on the dataflow lock, which
+        the flusher trims the tail under: the tail keeps the writes after this snapshot
+        until every lookup that reads the job's answer has ended."""
+        with self._dataflow:
+            pin = self.store.pin()
+            self._upquery_versions[pin.version] += 1
+        return pin
+
+    def _unpin_upquery(self, pin: object) -> None:
+        assert isinstance(pin, Pin)
+        with self._dataflow:
+            self._upquery_versions[pin.version] -= 1
+            if not self._upquery_versions[pin.version]:
+                del self._upquery_versions[pin.version]
+        self.store.unpin(pin)
+
+    def _run_spark_fetch(self, pending: FetchRequest, pin: object) -> Prefetched:
         """One keyed Spark job over the Parquet store at the pinned snapshot `pin`, run without
         any scheduler lock."""
+        assert isinstance(pin, Pin)
         with self._counter_lock:
             self.counters.spark_jobs += 1
         try:
@@ -113,8 +129,18 @@ class LookupRounds(SchedulerState):
             # Nothing is filled: the circuit saw only FetchPending, so the states that asked
             # stay missing and the next lookup runs the job again.
             raise Unavailable(self._spark_failure(pending.source, err)) from err
+        schema = [a for a, _ in self._require_program().source_schema(pending.source)]
+        positions = [schema.index(c) for c in pending.columns]
+        by_key: dict[Key, list[Tuple_]] = {}
+        if len(positions) == 1:
+            [p] = positions
+            for t in tuples:
+                by_key.setdefault((t[p],), []).append(t)
+        else:
+            for t in tuples:
+                by_key.setdefault(tuple(t[i] for i in positions), []).append(t)
         return Prefetched(
-            pending.source, pending.columns, frozenset(pending.keys), version, tuples, pending.filters
+            pending.source, pending.columns, frozenset(pending.keys), version, by_key, pending.filters
         )
 
     def _spark_failure(self, source: str, err: Exception) -> str:
@@ -163,14 +189,15 @@ class LookupRounds(SchedulerState):
         if min_epoch is not None:
             self._wait_applied(min_epoch, None if timeout is None else time.monotonic() + timeout)
         answers: list[Prefetched] = []
-        pins: list[Pin] = []
+        tickets: list[Ticket] = []
         missed = False
         try:
             # Each round either answers or names the Spark jobs it needs (every fetch it can
             # know of: both parents of a union, both sides of a join by its own columns);
-            # they run together, without the lock. Dependent upqueries (a join's other side,
-            # by the join keys the first answer holds) take a round each, so a chain of n
-            # joins needs about n + 1 rounds.
+            # they run together, without the lock, coalesced with other lookups' misses on
+            # the same sources. Dependent upqueries (a join's other side, by the join keys
+            # the first answer holds) take a round each, so a chain of n joins needs about
+            # n + 1 rounds.
             for _ in range(MAX_UPQUERY_ROUNDS):
                 with self._dataflow:
                     if self.program is not program:
@@ -180,34 +207,22 @@ class LookupRounds(SchedulerState):
                     except FetchPending as pending:
                         needed = pending.requests
                         missed = True
-                        # Pinned on the dataflow lock, which the flusher trims the tail under:
-                        # the tail keeps the writes after this snapshot until the lookup ends.
-                        pin = self.store.pin()
-                        pins.append(pin)
-                        self._upquery_versions[pin.version] += 1
                     else:
                         epoch = self.applied_epoch
                         break
-                answers.extend(self._run_spark_fetches(needed, pin))
+                round_tickets = self.upquery_jobs.submit(needed)
+                tickets.extend(round_tickets)
+                answers.extend(self._await_fetches(round_tickets))
             else:
                 raise Unavailable(f"the upquery for {view!r} did not settle in {MAX_UPQUERY_ROUNDS} rounds")
         finally:
-            if pins:
-                self._unpin(pins)
+            for ticket in tickets:
+                ticket.release()
         if missed:
             with self._counter_lock:
                 self.counters.upqueries += 1
         attrs = relation.attributes
         return [[dict(zip(attrs, row, strict=True)) for row in group] for group in rows], epoch  # type: ignore[misc]
-
-    def _unpin(self, pins: list[Pin]) -> None:
-        with self._dataflow:
-            for pin in pins:
-                self._upquery_versions[pin.version] -= 1
-                if not self._upquery_versions[pin.version]:
-                    del self._upquery_versions[pin.version]
-        for pin in pins:
-            self.store.unpin(pin)
 
     def _wait_applied(self, min_epoch: int, deadline: float | None) -> None:
         with self._dataflow:

@@ -38,6 +38,7 @@ from .lookup_rounds import LookupRounds
 from .overlay import LogTail
 from .source_store import SchemaMismatch, SourceStore
 from .types import LoggedBatch, SourceSchema
+from .upquery_jobs import UpqueryJobs
 from .wal import WriteAheadLog
 from .write_path import WritePath
 
@@ -104,6 +105,8 @@ class Scheduler(WritePath, LookupRounds, Flusher):
         # The store versions running lookups have pinned, with how many pins each: the log tail
         # keeps every batch after them (see `_truncate_log`). Guarded by `_dataflow`.
         self._upquery_versions: Counter[int] = Counter()
+        # Keyed Spark jobs, one at a time per source channel, shared by concurrent misses.
+        self.upquery_jobs = UpqueryJobs(self._run_spark_fetch, self._pin_for_upquery, self._unpin_upquery)
         self._recover()
 
     # -- start-up -----------------------------------------------------------------
@@ -145,6 +148,7 @@ class Scheduler(WritePath, LookupRounds, Flusher):
             self._queue_ready.notify_all()
         for thread in self._threads:
             thread.join(timeout=10)
+        self.upquery_jobs.close()
         self.wal.close()
 
     # -- install ------------------------------------------------------------------

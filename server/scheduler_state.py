@@ -14,6 +14,7 @@ from .counters import Counters
 from .overlay import LogTail
 from .source_store import SourceStore
 from .types import LoggedBatch
+from .upquery_jobs import UpqueryJobs
 from .wal import WriteAheadLog
 
 
@@ -36,6 +37,7 @@ class SchedulerState:
     _stopping: threading.Event
     _flushing: threading.Lock
     _upquery_versions: Counter[int]
+    upquery_jobs: UpqueryJobs
     flush_interval: float
 
     def _require_program(self) -> CompiledProgram:
