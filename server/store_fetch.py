@@ -1,0 +1,223 @@
+"""Keyed reads of the source store: `StoreReads.fetch` runs one Spark job over the files of
+the keys' buckets at a pinned snapshot, with the key filter pushed into the Parquet reader
+(see `source_store` for the layout), and hands the answer to Python as Arrow batches."""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable, Collection, Mapping, Sequence
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    ByteType,
+    LongType,
+    StructField,
+    StructType,
+)
+
+from .store_fs import StoreFS
+from .store_layout import (
+    _BUCKET,
+    _LISTING_THRESHOLD,
+    _OR_LIMIT,
+    _PUSH_LIMIT,
+    _READ_OPTIONS,
+    _SPARK_TYPES,
+    Pin,
+    _bucket_of,
+    _col,
+    _ident,
+    _keys_sql,
+    _latest,
+    _Part,
+    _read_struct,
+    _Snapshot,
+    _SourceState,
+    _sql_literal,
+    _to_spark,
+)
+from .types import Tuple_, Value
+
+
+class StoreReads:
+    """The reading half of `SourceStore` (which sets these attributes)."""
+
+    _fs: StoreFS
+    _root: str
+    _spark: Callable[[], SparkSession]
+    _lock: threading.Lock
+    _pins: dict[Pin, None]
+    _learned: dict[str, tuple[str, ...]]
+    _configured: SparkSession | None
+
+    def pin(self) -> Pin:
+        raise NotImplementedError
+
+    def unpin(self, pin: Pin) -> None:
+        raise NotImplementedError
+
+    @staticmethod
+    def _state(snapshot: _Snapshot, source: str) -> _SourceState:
+        state = snapshot.sources.get(source)
+        if state is None:
+            raise KeyError(f"source {source!r} is not registered in the store")
+        return state
+
+
+    def fetch(
+        self,
+        source: str,
+        columns: Sequence[str],
+        keys: Collection[tuple[Value, ...]],
+        filters: Mapping[str, Value] | None = None,
+        *,
+        at: Pin | None = None,
+    ) -> tuple[int, list[Tuple_]]:
+        """The tuples of `source` present at the snapshot `at` (default: the current one, pinned
+        for the call) whose `columns` are in `keys` and whose attributes equal `filters`.
+
+        Returns (version, tuples), tuples in declared attribute order, in no particular order.
+        `columns == ()` with `keys == {()}` is a full scan (of what `filters` selects). Runs
+        one Spark job (none if the answer is empty without reading). Raises KeyError for an
+        unknown source or attribute and ValueError for a key of the wrong length.
+        """
+        pin = self.pin() if at is None else at
+        try:
+            snapshot = self._pinned_snapshot(pin)
+            frame = self._frame(snapshot, source, tuple(columns), keys, filters or {})
+            if frame is None:
+                return snapshot.version, []
+            rows = frame.collect()
+            return snapshot.version, _latest(rows, snapshot.sources[source].schema)
+        finally:
+            if at is None:
+                self.unpin(pin)
+
+    def fetch_frame(
+        self,
+        source: str,
+        columns: Sequence[str],
+        keys: Collection[tuple[Value, ...]],
+        filters: Mapping[str, Value] | None = None,
+        *,
+        at: Pin,
+    ) -> DataFrame | None:
+        """The DataFrame `fetch` collects at `at` (operations: attributes, _epoch, _op), or
+        None if it would read nothing; keep `at` pinned while using it. Its `inputFiles()` are
+        the files the fetch reads."""
+        return self._frame(self._pinned_snapshot(at), source, tuple(columns), keys, filters or {})
+
+    def _pinned_snapshot(self, pin: Pin) -> _Snapshot:
+        with self._lock:
+            if pin not in self._pins:
+                raise ValueError("fetch at a snapshot that is not pinned")
+        return pin._snapshot
+
+    def _frame(
+        self,
+        snapshot: _Snapshot,
+        source: str,
+        columns: tuple[str, ...],
+        keys: Collection[tuple[Value, ...]],
+        filters: Mapping[str, Value],
+    ) -> DataFrame | None:
+        state = self._state(snapshot, source)
+        types = dict(state.schema)
+        for c in (*columns, *filters):
+            if c not in types:
+                raise KeyError(f"source {source!r} has no attribute {c!r}")
+        key_list = list(
+            dict.fromkeys(
+                tuple(_to_spark(v, types[c]) for v, c in zip(k, columns, strict=True)) for k in keys
+            )
+        )
+        fixed = {a: _to_spark(v, types[a]) for a, v in filters.items()}
+        if columns and state.cluster is None:
+            with self._lock:
+                self._learned.setdefault(source, columns)
+        if not state.parts or not key_list:
+            return None
+        spark = self._session()
+        many = len(key_list) > (_PUSH_LIMIT if len(columns) == 1 else _OR_LIMIT)
+        position = {c: i for i, c in enumerate(columns)}
+        # Parts bucketed alike, by columns the fetch fixes, are read together, bucket by bucket.
+        # A compacted part is read alone: it holds one insert per present tuple, so its
+        # `_epoch` and `_op` need not be read (any epoch of its own sorts before later parts').
+        layouts: dict[tuple[tuple[tuple[str, ...], int] | None, int | None], list[_Part]] = {}
+        for part in state.parts:
+            covered = bool(part.cluster) and all(c in position or c in fixed for c in part.cluster)
+            layout = (part.cluster, part.buckets) if covered else None
+            layouts.setdefault((layout, part.epochs[1] if part.compacted else None), []).append(part)
+        frames = []
+        for (layout, compacted_through), parts in layouts.items():
+            condition: str | None = None
+            if layout is None:
+                paths = [p for part in parts for p in self._paths(source, part)]
+                if columns and not many:
+                    condition = _keys_sql(columns, key_list, types)
+            else:
+                cluster, buckets = layout
+                by_bucket: dict[int, list[tuple[Value, ...]]] = {}
+                for key in key_list:
+                    values = [key[position[c]] if c in position else fixed[c] for c in cluster]
+                    by_bucket.setdefault(_bucket_of(values, buckets), []).append(key)
+                paths = [p for part in parts for p in self._paths(source, part, by_bucket)]
+                if not many:
+                    condition = " OR ".join(
+                        f"({_ident(_BUCKET)} = {b}"
+                        + (f" AND {_keys_sql(columns, ks, types)})" if columns else ")")
+                        for b, ks in sorted(by_bucket.items())
+                    )
+            if not paths:
+                continue
+            df = spark.read.schema(_read_struct(state.schema)).options(**_READ_OPTIONS).parquet(*paths)
+            for a, v in fixed.items():
+                df = df.where(F.expr(f"{_ident(a)} = {_sql_literal(v, types[a])}"))
+            if condition is not None:
+                df = df.where(F.expr(condition))
+            if compacted_through is None:
+                stamp = [_col("_epoch"), _col("_op")]
+            else:
+                stamp = [
+                    F.lit(compacted_through).cast(LongType()).alias("_epoch"),
+                    F.lit(1).cast(ByteType()).alias("_op"),
+                ]
+            frames.append(df.select(*(_col(a) for a, _ in state.schema), *stamp))
+        if not frames:
+            return None
+        df = functools.reduce(DataFrame.unionAll, frames)
+        if many:
+            names = [f"_k{i}" for i in range(len(columns))]
+            key_df = spark.createDataFrame(
+                key_list,
+                schema=StructType(
+                    [
+                        StructField(k, _SPARK_TYPES[types[c]](), nullable=False)
+                        for k, c in zip(names, columns, strict=True)
+                    ]
+                ),
+            )
+            condition_col = functools.reduce(
+                Column.__and__, (df[c] == key_df[k] for k, c in zip(names, columns, strict=True))
+            )
+            df = df.join(F.broadcast(key_df), on=condition_col, how="left_semi")
+        return df
+
+    def _paths(self, source: str, part: _Part, buckets: Collection[int] | None = None) -> list[str]:
+        folder = self._fs.join(self._root, source, part.name)
+        return [
+            self._fs.spark_path(self._fs.join(folder, f))
+            for b, f in part.files
+            if buckets is None or b in buckets
+        ]
+
+    def _session(self) -> SparkSession:
+        spark = self._spark()
+        if self._configured is not spark:
+            # Session settings the store's reads rely on (see `_PUSH_LIMIT`, `_LISTING_THRESHOLD`).
+            spark.conf.set("spark.sql.parquet.pushdown.inFilterThreshold", str(_PUSH_LIMIT))
+            spark.conf.set("spark.sql.sources.parallelPartitionDiscovery.threshold", str(_LISTING_THRESHOLD))
+            self._configured = spark
+        return spark
