@@ -10,8 +10,9 @@ dropped by the caller (Noria invariant 2, no partial updates).
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 
+from .int_set import IntSet, fits
 from .zset import ZSet
 
 
@@ -21,35 +22,133 @@ def _tuple_bytes(values: tuple[object, ...]) -> int:
 Row = tuple[object, ...]
 Key = tuple[object, ...]
 
+# A group of a packed state holds its rows as an IntSet from this many rows on.
+PACK_MIN = 8
+
+
+class RowLayout:
+    """Rows of `width` columns whose key columns `key_cols` (each once) leave one other
+    column, `value_pos`: a group of such rows, each of weight 1, is held as an IntSet of
+    that column's values, and its rows are rebuilt from the key."""
+
+    __slots__ = ("key_cols", "width", "value_pos")
+
+    def __init__(self, key_cols: tuple[int, ...], width: int) -> None:
+        rest = [i for i in range(width) if i not in key_cols]
+        assert len(set(key_cols)) == len(key_cols) and len(rest) == 1, "not a packable layout"
+        self.key_cols = key_cols
+        self.width = width
+        self.value_pos = rest[0]
+
+    @staticmethod
+    def fits(key_cols: tuple[int, ...], width: int) -> bool:
+        return len(set(key_cols)) == len(key_cols) == width - 1
+
+    def row(self, key: Key, value: int) -> Row:
+        out: list[object] = [None] * self.width
+        for c, k in zip(self.key_cols, key, strict=True):
+            out[c] = k
+        out[self.value_pos] = value
+        return tuple(out)
+
+    def pack(self, rows: Mapping[Row, int]) -> IntSet | None:
+        """The rows as an IntSet, or None when some row has another weight than 1 or a
+        value that is not a 64-bit int."""
+        p = self.value_pos
+        values = []
+        for row, weight in rows.items():
+            value = row[p]
+            if weight != 1 or not fits(value):
+                return None
+            values.append(value)
+        return IntSet.of_unique(values)  # type: ignore[arg-type]
+
+
+class PackedGroup(Mapping[Row, int]):
+    """A read-only view of a packed group as row -> weight (every weight 1)."""
+
+    __slots__ = ("ints", "key", "layout")
+
+    def __init__(self, values: IntSet, key: Key, layout: RowLayout) -> None:
+        self.ints = values
+        self.key = key
+        self.layout = layout
+
+    def __getitem__(self, row: Row) -> int:
+        if self._holds(row):
+            return 1
+        raise KeyError(row)
+
+    def get(self, row: Row, default: int | None = None) -> int | None:  # type: ignore[override]
+        return 1 if self._holds(row) else default
+
+    def _holds(self, row: object) -> bool:
+        layout = self.layout
+        if type(row) is not tuple or len(row) != layout.width:
+            return False
+        if any(row[c] != k for c, k in zip(layout.key_cols, self.key, strict=True)):
+            return False
+        return row[layout.value_pos] in self.ints
+
+    def __contains__(self, row: object) -> bool:
+        return self._holds(row)
+
+    def __iter__(self) -> Iterator[Row]:
+        make = self.layout.row
+        key = self.key
+        return (make(key, v) for v in self.ints)
+
+    def __len__(self) -> int:
+        return len(self.ints)
+
+    def items(self) -> Iterator[tuple[Row, int]]:  # type: ignore[override]
+        make = self.layout.row
+        key = self.key
+        return ((make(key, v), 1) for v in self.ints)
+
 
 class KeyedState:
     """Rows with multiplicities, grouped by key; partial or full.
 
-    Compact form: a key whose group is one row of weight 1 (the common case for a state
+    Compact forms: a key whose group is one row of weight 1 (the common case for a state
     keyed by a unique column, and for every set keyed by its whole row) maps to that row
-    itself, not to a dict: a dict per key costs about 200 bytes more. Readers of a group
-    (`get`, `groups`) see a dict either way.
+    itself, not to a dict: a dict per key costs about 200 bytes more. With a `layout` (rows
+    whose key leaves one other column), a group of at least PACK_MIN rows of weight 1 whose
+    other column holds 64-bit ints is an IntSet of those ints: about 8 bytes a row, against
+    about 150 as a dict of tuples. Readers of a group (`get`, `groups`) see a mapping of
+    row -> weight in every form.
     """
 
-    __slots__ = ("partial", "_groups", "_rows")
+    __slots__ = ("partial", "_groups", "_rows", "layout")
 
-    def __init__(self, *, partial: bool) -> None:
+    def __init__(self, *, partial: bool, layout: RowLayout | None = None) -> None:
         self.partial = partial
-        # key -> its rows and weights, or the key's only row when it has weight 1
-        self._groups: dict[Key, dict[Row, int] | Row] = {}
+        self.layout = layout
+        # key -> its rows and weights, or the key's only row when it has weight 1, or an
+        # IntSet (with a layout)
+        self._groups: dict[Key, dict[Row, int] | Row | IntSet] = {}
         self._rows = 0
 
     def is_present(self, key: Key) -> bool:
         return not self.partial or key in self._groups
 
-    def get(self, key: Key) -> dict[Row, int] | None:
+    def get(self, key: Key) -> Mapping[Row, int] | None:
         """The key's rows (row -> weight), or None when the key is missing. Read only."""
         group = self._groups.get(key)
         if group is not None:
-            return group if type(group) is dict else {group: 1}  # type: ignore[dict-item]
+            return self._view(key, group)
         if self.partial:
             return None
         return {}
+
+    def _view(self, key: Key, group: dict[Row, int] | Row | IntSet) -> Mapping[Row, int]:
+        kind = type(group)
+        if kind is dict:
+            return group  # type: ignore[return-value]
+        if kind is IntSet:
+            assert self.layout is not None
+            return PackedGroup(group, key, self.layout)  # type: ignore[arg-type]
+        return {group: 1}  # type: ignore[dict-item]
 
     def missing(self, keys: Iterable[Key]) -> list[Key]:
         if not self.partial:
@@ -62,6 +161,11 @@ class KeyedState:
             if weight == 1:
                 self._groups[key] = row
                 return
+        if self.layout is not None and len(group) >= PACK_MIN:
+            packed = self.layout.pack(group)
+            if packed is not None:
+                self._groups[key] = packed
+                return
         self._groups[key] = group
 
     def fill(self, key: Key, rows: Iterable[tuple[Row, int]]) -> None:
@@ -69,6 +173,14 @@ class KeyedState:
         # Invariant: a fill never overwrites a present key, or a write applied
         # to it since would be lost or counted twice (Noria invariant 3).
         assert self.partial and key not in self._groups, f"fill of present key {key!r}"
+        if self.layout is not None:
+            rows = list(rows)
+            if len(rows) >= PACK_MIN:
+                packed = self._pack_fill(rows)
+                if packed is not None:
+                    self._groups[key] = packed
+                    self._rows += len(packed)
+                    return
         group: dict[Row, int] = {}
         for row, weight in rows:
             total = group.get(row, 0) + weight
@@ -79,6 +191,18 @@ class KeyedState:
         self._store(key, group)
         self._rows += len(group)
 
+    def _pack_fill(self, rows: list[tuple[Row, int]]) -> IntSet | None:
+        layout = self.layout
+        assert layout is not None
+        p = layout.value_pos
+        values = []
+        for row, weight in rows:
+            value = row[p]
+            if weight != 1 or not fits(value):
+                return None
+            values.append(value)
+        return IntSet.of_unique(values)  # type: ignore[arg-type]
+
     def add(self, key: Key, row: Row, weight: int) -> bool:
         """Applies one weighted row; False (and no change) when the key is missing."""
         stored = self._groups.get(key)
@@ -88,6 +212,10 @@ class KeyedState:
             group: dict[Row, int] = {}
         elif type(stored) is dict:
             group = stored
+        elif type(stored) is IntSet:
+            if self._add_packed(stored, row, weight):  # type: ignore[arg-type]
+                return True
+            group = dict(self._view(key, stored))  # unpacked: a weight or value it cannot hold
         else:
             group = {stored: 1}  # type: ignore[dict-item]
         old = group.get(row, 0)
@@ -106,13 +234,32 @@ class KeyedState:
             self._store(key, group)
         return True
 
+    def _add_packed(self, values: IntSet, row: Row, weight: int) -> bool:
+        """Applies a row to a packed group (whose key the row has); False when the result
+        is not a set of 64-bit ints, and nothing changed."""
+        assert self.layout is not None
+        value = row[self.layout.value_pos]
+        present = value in values
+        total = present + weight
+        if total == 1 and not present:
+            if not fits(value):
+                return False
+            values.add(value)  # type: ignore[arg-type]
+            self._rows += 1
+        elif total == 0 and present:
+            values.discard(value)  # type: ignore[arg-type]
+            self._rows -= 1
+        elif total != int(present):
+            return False
+        return True
+
     def evict(self, key: Key) -> bool:
         """Makes a present key missing again (partial states only); False if it was missing."""
         assert self.partial, "a full state is never evicted"
         group = self._groups.pop(key, None)
         if group is None:
             return False
-        self._rows -= len(group) if type(group) is dict else 1
+        self._rows -= len(group) if type(group) in (dict, IntSet) else 1  # type: ignore[arg-type]
         return True
 
     def keys(self) -> list[Key]:
@@ -125,7 +272,14 @@ class KeyedState:
         rows_seen = 0
         row_bytes = 0
         key_bytes = 0
+        packed_rows = 0
         for i, (key, stored) in enumerate(self._groups.items()):
+            if type(stored) is IntSet:
+                total += stored.nbytes()  # type: ignore[union-attr]
+                packed_rows += len(stored)  # type: ignore[arg-type]
+                if i < sample:
+                    key_bytes += _tuple_bytes(key)
+                continue
             rows = stored if type(stored) is dict else (stored,)
             if type(stored) is dict:
                 total += sys.getsizeof(stored)
@@ -138,7 +292,7 @@ class KeyedState:
         if keys:
             total += key_bytes * keys // min(keys, sample)
         if rows_seen:
-            total += row_bytes * self._rows // rows_seen
+            total += row_bytes * (self._rows - packed_rows) // rows_seen
         return total
 
     def present_keys(self) -> int:
@@ -147,9 +301,9 @@ class KeyedState:
     def row_count(self) -> int:
         return self._rows
 
-    def groups(self) -> Iterator[tuple[Key, dict[Row, int]]]:
+    def groups(self) -> Iterator[tuple[Key, Mapping[Row, int]]]:
         for key, stored in self._groups.items():
-            yield key, (stored if type(stored) is dict else {stored: 1})  # type: ignore[misc,dict-item]
+            yield key, self._view(key, stored)
 
     def as_zset(self) -> ZSet[Row]:
         out: ZSet[Row] = ZSet()

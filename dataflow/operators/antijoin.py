@@ -24,6 +24,8 @@ Contract:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from ..keyed_pair import KeyedPairOfRows
 from ..keyed_state import Key, Row
 from ..node import Node, project
@@ -38,7 +40,7 @@ def antijoin(
     return left.filter(lambda row: project(row, left_keys) not in matched)
 
 
-def _matched(group: dict[Row, int] | None) -> bool:
+def _matched(group: Mapping[Row, int] | None) -> bool:
     return group is not None and any(w > 0 for w in group.values())
 
 

@@ -9,7 +9,8 @@ Contract:
   weight +1 (insert) or -1 (delete). Output: the exact set delta of the matching
   tuples, so that inserting a present tuple or deleting an absent one emits nothing.
 - Not linear: the output depends on which tuples are present.
-- State: the present matching tuples of each key (the key columns' values).
+- State: the present matching tuples of each key (the key columns' values); a source
+  whose key leaves one int column holds a large group as an IntSet of it (keyed_state.py).
 - Missing key: the operation is dropped (the source store keeps it); an upquery
   for the key fetches the matching tuples present now through the `Fetch` callback.
 - Full mode: hydrated with one fetch of the whole source (of what the filters select).
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from ..keyed_state import Key, Row
+from ..keyed_state import Key, KeyedState, Row, RowLayout
 from ..node import Fetch, Filters, KeyedNode, group_by_key, matches, project, select_keys
 from ..zset import ZSet
 
@@ -38,6 +39,10 @@ class SourceIndex(KeyedNode):
         filters: Filters = (),
     ) -> None:
         super().__init__(attributes, (), key_cols, partial=partial)
+        if RowLayout.fits(key_cols, len(attributes)):
+            # One column besides the key (a vote's user, a link's target): a large group
+            # is held as an IntSet of that column, about 8 bytes a tuple.
+            self.state = KeyedState(partial=partial, layout=RowLayout(key_cols, len(attributes)))
         self.source = source
         self.fetch = fetch
         self.filters: Filters = tuple(filters)

@@ -1,0 +1,95 @@
+"""IntSet: a set of 64-bit integers in about 8 bytes each, for the large groups of a state.
+
+A sorted numpy array holds the bulk; the changes since it was built wait in two small Python
+sets (`added`, `removed`) and are merged in once they pass a sixteenth of it, so a write costs
+a hash lookup and, amortized, O(log n), not a copy of the array. A group of 219,000 votes
+costs 1.7 MB here, against about 50 MB as a dict of row tuples.
+
+Invariants (asserted by `check`):
+- `base` is sorted and has no duplicates;
+- `added` is disjoint from `base`, `removed` is a subset of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+import numpy as np
+
+INT64_MIN = -(1 << 63)
+INT64_MAX = (1 << 63) - 1
+
+
+def fits(value: object) -> bool:
+    """Whether `value` can be held: a Python int (not a bool) in the int64 range."""
+    return type(value) is int and INT64_MIN <= value <= INT64_MAX
+
+
+class IntSet:
+    __slots__ = ("base", "added", "removed")
+
+    def __init__(self, values: Iterable[int] = ()) -> None:
+        self.base: np.ndarray = np.unique(np.fromiter(values, dtype=np.int64))
+        self.added: set[int] = set()
+        self.removed: set[int] = set()
+
+    @classmethod
+    def of_unique(cls, values: list[int]) -> IntSet | None:
+        """The set of `values`, or None when they repeat (a multiset is not a set)."""
+        out = cls(values)
+        return out if len(out.base) == len(values) else None
+
+    def __len__(self) -> int:
+        return len(self.base) - len(self.removed) + len(self.added)
+
+    def __contains__(self, value: object) -> bool:
+        if value in self.added:
+            return True
+        if not fits(value) or value in self.removed:
+            return False
+        i = int(np.searchsorted(self.base, value))  # type: ignore[call-overload]
+        return i < len(self.base) and int(self.base[i]) == value
+
+    def __iter__(self) -> Iterator[int]:
+        if self.removed:
+            yield from (v for v in self.base.tolist() if v not in self.removed)
+        else:
+            yield from self.base.tolist()
+        yield from self.added
+
+    def add(self, value: int) -> None:
+        """Adds a value that is not in the set."""
+        if value in self.removed:
+            self.removed.discard(value)
+        else:
+            self.added.add(value)
+        self._maybe_merge()
+
+    def discard(self, value: int) -> None:
+        """Removes a value that is in the set."""
+        if value in self.added:
+            self.added.discard(value)
+        else:
+            self.removed.add(value)
+        self._maybe_merge()
+
+    def _maybe_merge(self) -> None:
+        if len(self.added) + len(self.removed) > 32 + len(self.base) // 16:
+            base = self.base
+            if self.removed:
+                base = base[~np.isin(base, np.fromiter(self.removed, dtype=np.int64))]
+            if self.added:
+                base = np.union1d(base, np.fromiter(self.added, dtype=np.int64))
+            self.base, self.added, self.removed = base, set(), set()
+
+    def nbytes(self) -> int:
+        """The memory held: the array, and the pending sets (about 60 bytes per value)."""
+        return int(self.base.nbytes) + 200 + 60 * (len(self.added) + len(self.removed))
+
+    def check(self) -> None:
+        base = self.base
+        assert base.dtype == np.int64
+        assert bool(np.all(base[1:] > base[:-1])), "base is not sorted and unique"
+        members = set(base.tolist())
+        assert not (self.added & members), "an added value is in base"
+        assert self.removed <= members, "a removed value is not in base"

@@ -1,0 +1,119 @@
+"""Packed groups (IntSet, and KeyedState with a RowLayout) against plain Python: a set of
+ints for IntSet, and the same KeyedState without a layout (the dict form, the reference)
+for random fills, weighted adds (weights that leave the set form, values that are not
+64-bit ints) and evictions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pomoview.dataflow.int_set import IntSet
+from pomoview.dataflow.keyed_state import PACK_MIN, KeyedState, PackedGroup, RowLayout
+
+VALUES = st.one_of(st.integers(-40, 40), st.sampled_from([(1 << 63) - 1, -(1 << 63)]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(VALUES, max_size=60), st.lists(st.tuples(st.booleans(), VALUES), max_size=400))
+def test_an_int_set_is_a_set(initial: list[int], steps: list[tuple[bool, int]]) -> None:
+    model = set(initial)
+    packed = IntSet(initial)
+    for add, value in steps:
+        if add and value not in model:
+            model.add(value)
+            packed.add(value)
+        elif not add and value in model:
+            model.discard(value)
+            packed.discard(value)
+        packed.check()
+        assert len(packed) == len(model)
+        assert (value in packed) == (value in model)
+    assert sorted(packed) == sorted(model)
+    assert (1 << 64) not in packed and "1" not in packed
+
+
+def test_of_unique_refuses_a_multiset() -> None:
+    assert IntSet.of_unique([1, 2, 2]) is None
+    got = IntSet.of_unique([3, 1, 2])
+    assert got is not None and sorted(got) == [1, 2, 3]
+
+
+KEYS = st.integers(0, 3)
+ROW_VALUES = st.one_of(st.integers(0, 30), st.just(1 << 70), st.just("text"), st.just(True))
+
+
+def snapshot(state: KeyedState) -> dict[Any, dict[Any, int]]:
+    return {key: dict(group.items()) for key, group in state.groups()}
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.tuples(st.just("fill"), KEYS, st.lists(ROW_VALUES, max_size=3 * PACK_MIN)),
+            st.tuples(st.just("add"), KEYS, ROW_VALUES, st.sampled_from([1, 1, 1, -1, -1, 2])),
+            st.tuples(st.just("evict"), KEYS),
+        ),
+        max_size=120,
+    ),
+    st.booleans(),
+)
+def test_a_state_with_a_layout_answers_like_one_without(steps: list[Any], key_first: bool) -> None:
+    # Rows (key, value) or (value, key): the key at either position.
+    key_cols = (0,) if key_first else (1,)
+    packed = KeyedState(partial=True, layout=RowLayout(key_cols, 2))
+    plain = KeyedState(partial=True)
+    saw_packed = False
+
+    def row(key: int, value: object) -> tuple[object, ...]:
+        return (key, value) if key_first else (value, key)
+
+    for step in steps:
+        if step[0] == "fill":
+            _, key, values = step
+            if plain.get((key,)) is None:
+                rows = [(row(key, v), 1) for v in values]
+                plain.fill((key,), rows)
+                packed.fill((key,), rows)
+        elif step[0] == "add":
+            _, key, value, weight = step
+            assert plain.add((key,), row(key, value), weight) == packed.add((key,), row(key, value), weight)
+        else:
+            assert plain.evict((step[1],)) == packed.evict((step[1],))
+        assert snapshot(packed) == snapshot(plain)
+        assert packed.row_count() == plain.row_count()
+        for key in range(4):
+            group, reference = packed.get((key,)), plain.get((key,))
+            assert (group is None) == (reference is None)
+            if group is not None and reference is not None:
+                saw_packed |= isinstance(group, PackedGroup)
+                assert len(group) == len(reference)
+                for value in (0, 5, 1 << 70, "text"):
+                    r = row(key, value)
+                    assert group.get(r, 0) == reference.get(r, 0)
+                    assert (r in group) == (r in reference)
+                assert group.get(row(key + 1, 0), 0) == 0, "a row of another key is not held"
+    del saw_packed  # not every example packs; the next test makes sure some do
+
+
+def test_a_large_group_of_ints_is_packed_and_stays_exact_under_writes() -> None:
+    state = KeyedState(partial=True, layout=RowLayout((0,), 2))
+    state.fill((1,), [((1, u), 1) for u in range(1000)])
+    group = state.get((1,))
+    assert isinstance(group, PackedGroup)
+    assert state.estimate_bytes() < 20 * 1000, "about 8 bytes a row, not a dict of tuples"
+    for u in range(0, 1000, 2):
+        assert state.add((1,), (1, u), -1)
+    for u in range(1000, 1100):
+        assert state.add((1,), (1, u), 1)
+    expected = {(1, u) for u in range(1, 1000, 2)} | {(1, u) for u in range(1000, 1100)}
+    assert set(state.get((1,)) or {}) == expected
+    assert state.row_count() == len(expected)
+    assert isinstance(state.get((1,)), PackedGroup)
+    # A weight the set form cannot hold turns the group back into a dict, exactly.
+    assert state.add((1,), (1, 1001), 1)
+    got = state.get((1,))
+    assert got is not None and not isinstance(got, PackedGroup) and got[(1, 1001)] == 2
