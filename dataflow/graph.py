@@ -16,14 +16,36 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping, Sequence
 
 from .circuit import Circuit
+from .eviction import Evicted, evict, partial_state_bytes
 from .introspect import NodeInfo
 from .keyed_pair import KeyedPair
-from .keyed_state import Key, Row
+from .keyed_state import Key, KeyedState, Row
 from .node import Fetch, KeyedNode, Metrics, Node, Value
 from .operators.reader import Reader
 from .zset import ZSet
 
 ReaderName = Hashable
+
+
+def _keyed_alike_above(reader: Reader) -> list[KeyedState]:
+    """The partial states above `reader` keyed by as many columns: a read of a reader key
+    marks the same key there as used (a key of another meaning is rarely present, and a
+    mark only delays its eviction by one sweep)."""
+    width = len(reader.key_cols)
+    out: list[KeyedState] = []
+    seen: set[int] = set()
+    stack = list(reader.inputs)
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        stack.extend(node.inputs)
+        state = node.eviction_state()
+        summary = node.state_summary()
+        if state is not None and summary is not None and len(summary.key) == width:
+            out.append(state)
+    return out
 
 
 class Graph:
@@ -62,6 +84,15 @@ class Graph:
         self.circuit = circuit
         self.readers[name] = reader
         self._views[name] = view
+        reader.upstream = _keyed_alike_above(reader)
+
+    def evict(self, need: int) -> Evicted:
+        """Evicts about `need` bytes of partial state, least recently used keys of the
+        largest states first (eviction.py)."""
+        return evict(self.nodes, need)
+
+    def partial_bytes(self) -> int:
+        return partial_state_bytes(self.nodes)
 
     def set_fetch(self, fetch: Fetch) -> None:
         self.circuit.set_fetch(fetch)
@@ -130,7 +161,9 @@ class Graph:
         for node in self.nodes:
             if isinstance(node, KeyedPair):
                 node.check()
-            elif isinstance(node, KeyedNode) and node.partial and node.inputs:
+            elif isinstance(node, KeyedNode):
+                node.state.check()
+            if isinstance(node, KeyedNode) and node.partial and node.inputs:
                 for key in node.state.keys():
                     assert node.inputs[0].covers(node.key_cols, key), (
                         f"{node.describe()}: {key!r} is present here but missing above"

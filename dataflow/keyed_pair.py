@@ -194,6 +194,16 @@ class KeyedPair(Node):
         self.metrics.evictions += count
         return count
 
+    def eviction_state(self) -> KeyedState | None:
+        return self.keyed if self.partial else None
+
+    def evict_own(self, keys: Collection[Key]) -> int:
+        assert self.partial, f"eviction reached the full state {self.describe()}"
+        evicted = [k for k in keys if self.keyed.get(k) is not None]
+        self._evict_keyed(evicted)
+        self.evict_below(self.output_key_cols(), evicted)
+        return len(evicted)
+
     def on_evict(self, port: int, cols: EvictCols, keys: Collection[Key]) -> None:
         assert self.partial, f"eviction reached the full state {self.describe()}"
         if port == self.keyed_side:

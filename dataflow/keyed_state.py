@@ -9,6 +9,7 @@ dropped by the caller (Noria invariant 2, no partial updates).
 
 from __future__ import annotations
 
+import itertools
 import sys
 from collections.abc import Iterable, Iterator, Mapping
 
@@ -119,15 +120,21 @@ class KeyedState:
     row -> weight in every form.
     """
 
-    __slots__ = ("partial", "_groups", "_rows", "layout")
+    __slots__ = ("partial", "_groups", "_rows", "layout", "hot", "_packed_rows", "_packed_groups")
 
     def __init__(self, *, partial: bool, layout: RowLayout | None = None) -> None:
         self.partial = partial
         self.layout = layout
+        # Keys read since the last eviction sweep (`sweep`): their second chance. A read
+        # adds to it without the dataflow lock; only a sweep, under the lock, reorders keys.
+        self.hot: set[Key] = set()
         # key -> its rows and weights, or the key's only row when it has weight 1, or an
         # IntSet (with a layout)
         self._groups: dict[Key, dict[Row, int] | Row | IntSet] = {}
         self._rows = 0
+        # Rows and groups held as IntSets (so that `estimate_bytes` need not visit them).
+        self._packed_rows = 0
+        self._packed_groups = 0
 
     def is_present(self, key: Key) -> bool:
         return not self.partial or key in self._groups
@@ -165,6 +172,8 @@ class KeyedState:
             packed = self.layout.pack(group)
             if packed is not None:
                 self._groups[key] = packed
+                self._packed_rows += len(packed)
+                self._packed_groups += 1
                 return
         self._groups[key] = group
 
@@ -180,6 +189,8 @@ class KeyedState:
                 if packed is not None:
                     self._groups[key] = packed
                     self._rows += len(packed)
+                    self._packed_rows += len(packed)
+                    self._packed_groups += 1
                     return
         group: dict[Row, int] = {}
         for row, weight in rows:
@@ -216,6 +227,8 @@ class KeyedState:
             if self._add_packed(stored, row, weight):  # type: ignore[arg-type]
                 return True
             group = dict(self._view(key, stored))  # unpacked: a weight or value it cannot hold
+            self._packed_rows -= len(group)
+            self._packed_groups -= 1
         else:
             group = {stored: 1}  # type: ignore[dict-item]
         old = group.get(row, 0)
@@ -246,54 +259,95 @@ class KeyedState:
                 return False
             values.add(value)  # type: ignore[arg-type]
             self._rows += 1
+            self._packed_rows += 1
         elif total == 0 and present:
             values.discard(value)  # type: ignore[arg-type]
             self._rows -= 1
+            self._packed_rows -= 1
         elif total != int(present):
             return False
         return True
 
+    def touch(self, key: Key) -> None:
+        """Marks `key`, if present, as read: the next eviction sweep passes it over once."""
+        if self.partial and key in self._groups:
+            self.hot.add(key)
+
+    def sweep(self, count: int) -> list[Key]:
+        """Up to `count` present keys to evict, least recently used first (second chance:
+        the keys are in the order they were filled or last passed over; a key read since
+        the last sweep is moved to the back instead of taken, and loses its mark)."""
+        assert self.partial, "a full state is never evicted"
+        hot, groups = self.hot, self._groups
+        victims: list[Key] = []
+        passed: list[Key] = []
+        for key in groups:
+            if len(victims) >= count:
+                break
+            if key in hot:
+                passed.append(key)
+            else:
+                victims.append(key)
+        for key in passed:
+            groups[key] = groups.pop(key)
+        hot.clear()
+        if len(victims) < count:  # every key was read: the oldest go anyway
+            victims += passed[: count - len(victims)]
+        return victims
+
     def evict(self, key: Key) -> bool:
         """Makes a present key missing again (partial states only); False if it was missing."""
         assert self.partial, "a full state is never evicted"
+        self.hot.discard(key)
         group = self._groups.pop(key, None)
         if group is None:
             return False
         self._rows -= len(group) if type(group) in (dict, IntSet) else 1  # type: ignore[arg-type]
+        if type(group) is IntSet:
+            self._packed_rows -= len(group)  # type: ignore[arg-type]
+            self._packed_groups -= 1
         return True
 
     def keys(self) -> list[Key]:
         return list(self._groups)
 
     def estimate_bytes(self, sample: int = 64) -> int:
-        """An estimate of the memory the state holds: the dicts, plus rows and keys sized
-        from a sample (values shared between rows are counted once per row: an upper bound)."""
-        total = sys.getsizeof(self._groups)
-        rows_seen = 0
-        row_bytes = 0
-        key_bytes = 0
-        packed_rows = 0
-        for i, (key, stored) in enumerate(self._groups.items()):
+        """An estimate of the memory the state holds: the dict of groups, the packed groups
+        (counted), and the other groups, keys and rows sized from the first `sample` groups
+        (values shared between rows are counted once per row: an upper bound). It visits
+        `sample` groups, not all: eviction asks it often."""
+        total = sys.getsizeof(self._groups) + 8 * self._packed_rows + 300 * self._packed_groups
+        keys = len(self._groups)
+        loose_groups = keys - self._packed_groups
+        loose_rows = self._rows - self._packed_rows
+        seen_groups = rows_seen = group_bytes = row_bytes = key_bytes = 0
+        for key, stored in itertools.islice(self._groups.items(), sample):
+            key_bytes += _tuple_bytes(key)
             if type(stored) is IntSet:
-                total += stored.nbytes()  # type: ignore[union-attr]
-                packed_rows += len(stored)  # type: ignore[arg-type]
-                if i < sample:
-                    key_bytes += _tuple_bytes(key)
                 continue
+            seen_groups += 1
             rows = stored if type(stored) is dict else (stored,)
             if type(stored) is dict:
-                total += sys.getsizeof(stored)
-            if i < sample:
-                key_bytes += _tuple_bytes(key)
-                for row in list(rows)[: max(1, sample // 8)]:
-                    row_bytes += _tuple_bytes(row)  # type: ignore[arg-type]
-                    rows_seen += 1
-        keys = len(self._groups)
+                group_bytes += sys.getsizeof(stored)
+            for row in itertools.islice(rows, max(1, sample // 8)):  # type: ignore[call-overload]
+                row_bytes += _tuple_bytes(row)  # type: ignore[arg-type]
+                rows_seen += 1
         if keys:
             total += key_bytes * keys // min(keys, sample)
+        if seen_groups:
+            total += group_bytes * loose_groups // seen_groups
         if rows_seen:
-            total += row_bytes * (self._rows - packed_rows) // rows_seen
+            total += row_bytes * loose_rows // rows_seen
         return total
+
+    def check(self) -> None:
+        """Asserts the counters against the groups (debug runs and tests)."""
+        packed = [g for g in self._groups.values() if type(g) is IntSet]
+        assert self._packed_groups == len(packed), "packed group count drifted"
+        assert self._packed_rows == sum(len(g) for g in packed), "packed row count drifted"  # type: ignore[arg-type]
+        rows = sum(len(g) if type(g) in (dict, IntSet) else 1 for g in self._groups.values())  # type: ignore[arg-type]
+        assert self._rows == rows, "row count drifted"
+        assert self.partial or not self.hot, "a full state has no eviction marks"
 
     def present_keys(self) -> int:
         return len(self._groups)

@@ -245,6 +245,15 @@ class Node:
         """The node's state for Stats (None for a stateless node)."""
         return None
 
+    def eviction_state(self) -> KeyedState | None:
+        """The partial state whose keys `evict_own` evicts (None: nothing to evict here)."""
+        return None
+
+    def evict_own(self, keys: Collection[Key]) -> int:
+        """Evicts `keys` from `eviction_state()` (memory pressure) and what below was derived
+        from them (Noria invariant 4); returns how many were present."""
+        raise NotImplementedError(f"{self.describe()} has no evictable state")
+
     def covers(self, cols: tuple[int, ...], key: Key) -> bool:
         """Whether the nearest states above hold `key` on output columns `cols` (Noria
         invariant 4, prefix presence: a key present below is present above). The default
@@ -333,6 +342,16 @@ class KeyedNode(Node):
         evicted = [k for k in matching_keys(self.state, self.key_cols, cols, keys) if self.state.evict(k)]
         self.metrics.evictions += len(evicted)
         self.evict_below(self.key_cols, evicted)
+
+    def eviction_state(self) -> KeyedState | None:
+        return self.state if self.partial else None
+
+    def evict_own(self, keys: Collection[Key]) -> int:
+        assert self.partial, f"eviction reached the full state {self.describe()}"
+        evicted = [k for k in keys if self.state.evict(k)]
+        self.metrics.evictions += len(evicted)
+        self.evict_below(self.key_cols, evicted)
+        return len(evicted)
 
     def covers(self, cols: tuple[int, ...], key: Key) -> bool:
         if not self.partial or not set(self.key_cols) <= set(cols):

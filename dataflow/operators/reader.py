@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
-from ..keyed_state import Key, Row
+from ..keyed_state import Key, KeyedState, Row
 from ..node import KeyedNode, Node, group_by_key, project
 from ..zset import ZSet
 
@@ -22,6 +22,10 @@ class Reader(KeyedNode):
 
     def __init__(self, parent: Node, key_cols: tuple[int, ...], *, partial: bool) -> None:
         super().__init__(parent.schema, (parent,), key_cols, partial=partial)
+        # The partial states above, whose keys a read marks as used too (set by the Graph):
+        # a hot reader key keeps the upstream keys it was derived from, where those are
+        # keyed alike, through eviction sweeps.
+        self.upstream: list[KeyedState] = []
 
     def on_delta(self, port: int, delta: ZSet[Row]) -> ZSet[Row]:
         for row, weight in delta.items():
@@ -39,11 +43,16 @@ class Reader(KeyedNode):
             self.state.fill(key, rows)
         self.metrics.filled_keys += len(keys)
 
-    def read(self, key: Key) -> list[Row] | None:
-        """The view's rows for `key`, or None when the key is missing."""
+    def read(self, key: Key, *, touch: bool = True) -> list[Row] | None:
+        """The view's rows for `key`, or None when the key is missing. A read marks the key
+        as used (`touch`), unless it is the read that follows the key's fill."""
         group = self.state.get(key)
         if group is None:
             return None
+        if touch and self.state.partial:
+            self.state.touch(key)
+            for state in self.upstream:
+                state.touch(key)
         # Invariant: the reader holds a set (a Distinct feeds it).
         assert all(w == 1 for w in group.values()), f"reader multiset at {key!r}: {group}"
         return list(group)
@@ -54,8 +63,9 @@ class Reader(KeyedNode):
         if missing:
             self.fill(missing)
         results: list[list[Row]] = []
+        filled = set(missing)
         for key in keys:
-            rows = self.read(key)
+            rows = self.read(key, touch=key not in filled)
             assert rows is not None
             results.append(rows)
         return results

@@ -85,6 +85,8 @@ def test_a_state_with_a_layout_answers_like_one_without(steps: list[Any], key_fi
             assert plain.evict((step[1],)) == packed.evict((step[1],))
         assert snapshot(packed) == snapshot(plain)
         assert packed.row_count() == plain.row_count()
+        packed.check()
+        plain.check()
         for key in range(4):
             group, reference = packed.get((key,)), plain.get((key,))
             assert (group is None) == (reference is None)

@@ -10,6 +10,7 @@ the same changes, and, for invariant 1, every operator's output recomputed from 
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -111,6 +112,29 @@ class Model:
     def reference(self, view: str, key: tuple[str, ...], values: list[Key]) -> list[set[Row]]:
         rows = self.full.lookup(view, key, values, self.now)
         return [set(r) for r in rows]
+
+    def evict(self, rng: random.Random) -> str | None:
+        """Memory pressure: evicts one to three keys of a random partial state (the least
+        recently used ones, or at random), with what below was derived from them. Returns
+        what it did, or None when no partial state has a present key."""
+        nodes = [
+            n for n in self.partial.graph.nodes
+            if (state := n.eviction_state()) is not None and state.present_keys()
+        ]
+        if not nodes:
+            return None
+        node = rng.choice(nodes)
+        state = node.eviction_state()
+        assert state is not None
+        count = rng.randint(1, 3)
+        if rng.random() < 0.5:
+            keys = state.sweep(count)
+        else:
+            keys = rng.sample(sorted(state.keys(), key=repr), min(count, state.present_keys()))
+        evicted = node.evict_own(keys)
+        assert evicted == len(keys), f"{node.describe()}: {evicted} of {keys} were present"
+        assert all(state.get(k) is None for k in keys)
+        return f"evict {keys} at {node.describe()}"
 
     # -- invariants -------------------------------------------------------------------------
 

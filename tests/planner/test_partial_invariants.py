@@ -150,7 +150,13 @@ def run_case(seed: int, steps: int = 30) -> Counter[str]:
     try:
         for step in range(steps):
             roll = rng.random()
-            if roll < 0.35:
+            if roll < 0.08:
+                # The third kind of step: memory pressure evicts keys somewhere.
+                done = model.evict(rng)
+                if done is not None:
+                    log.append(f"{step}: {done}")
+                    seen["memory evictions"] += 1
+            elif roll < 0.35:
                 batch = random_batch(rng, source_program, model.store)  # type: ignore[arg-type]
                 log.append(f"{step}: write {batch}")
                 model.write(batch)
@@ -257,6 +263,7 @@ MUST_SEE = (
     "overlapping lookups",
     "dropped",
     "evictions",
+    "memory evictions",
 )
 
 
