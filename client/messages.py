@@ -105,6 +105,13 @@ def stats_result(resp: pb.StatsResponse) -> dict[str, object]:
             for r in resp.readers
         ],
         "states": [node_to_dict(n) for n in resp.states],
+        "memory": {
+            "budget": resp.memory_budget,
+            "rss_bytes": resp.rss_bytes,
+            "baseline_rss_bytes": resp.baseline_rss_bytes,
+            "partial_state_bytes": resp.partial_state_bytes,
+            "eviction_rounds": resp.eviction_rounds,
+        },
     }
 
 

@@ -46,7 +46,10 @@ def evict(nodes: Sequence[Node], need: int, *, max_steps: int = 256) -> Evicted:
     out = Evicted()
     sizes = {id(n): _bytes(n) for n in nodes if n.eviction_state() is not None}
     while out.estimated_bytes < need and out.steps < max_steps:
-        candidates = [n for n in nodes if sizes.get(id(n), 0) > 0 and n.eviction_state()]
+        candidates = [
+            n for n in nodes
+            if sizes.get(id(n), 0) > 0 and (state := n.eviction_state()) is not None and state.present_keys()
+        ]
         if not candidates:
             break
         node = max(candidates, key=lambda n: sizes[id(n)])

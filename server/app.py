@@ -20,6 +20,7 @@ from pomoview.proto.pomoview.v1 import view_service_pb2_grpc as pb_grpc
 
 from .errors import ServiceError
 from .fsync import fsync_path
+from .memory_budget import format_bytes
 from .scheduler import Scheduler
 from .service import ViewService
 from .spark_session import SparkProvider, create_spark_session
@@ -113,6 +114,7 @@ def serve(
     store: str | None = None,
     origins: Mapping[str, str] | None = None,
     full_state: bool = False,
+    memory_budget: int | None = None,
 ) -> None:
     """Runs the server until SIGINT or SIGTERM. Prints `pomoview listening on HOST:PORT` when ready.
 
@@ -146,6 +148,10 @@ def serve(
                 setting("flush_interval", f"{flush_interval}s"),
                 setting("program", program if program is not None else "none"),
                 setting("full_state", full_state),
+                setting(
+                    "memory_budget",
+                    "none" if memory_budget is None else f"{memory_budget} ({format_bytes(memory_budget)})",
+                ),
             ]
         ),
     )
@@ -155,7 +161,12 @@ def serve(
     try:
         # A store on Hadoop's file system opens through the JVM: this waits for it to boot.
         scheduler = Scheduler(
-            data_dir, spark, flush_interval=flush_interval, store_dir=location, full_state=full_state
+            data_dir,
+            spark,
+            flush_interval=flush_interval,
+            store_dir=location,
+            full_state=full_state,
+            memory_budget=memory_budget,
         )
     except StoreLocationError as err:
         print(f"pomoview: {err}", file=sys.stderr)

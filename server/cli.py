@@ -168,6 +168,7 @@ SERVE_ENV: dict[str, tuple[str, str]] = {
     "data": ("POMOVIEW_DATA", "./data"),
     "store": ("POMOVIEW_STORE", ""),
     "spark_master": ("POMOVIEW_SPARK_MASTER", "local[*]"),
+    "memory_budget": ("POMOVIEW_MEMORY_BUDGET", ""),  # "": a quarter of the machine's memory
 }
 
 
@@ -205,7 +206,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
         return 2
 
+    from pomoview.server.memory_budget import default_budget, parse_bytes
+
     config = resolve_serve_config(args)
+    budget_text, budget_origin = config["memory_budget"]
+    try:
+        budget = parse_bytes(budget_text) if budget_text else default_budget()
+    except ValueError as err:
+        where = "--memory-budget" if budget_origin == "flag" else budget_origin
+        print(f"pomoview: {where}: {err}", file=sys.stderr)
+        return 2
+    config["memory_budget"] = (str(budget), budget_origin)
     serve(
         data_dir=Path(config["data"][0]),
         host=args.host,
@@ -215,6 +226,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         flush_interval=args.flush_interval,
         store=config["store"][0] or None,
         full_state=args.full_state or os.environ.get("POMOVIEW_FULL_STATE", "") not in ("", "0"),
+        memory_budget=budget,
         origins={name: origin for name, (_, origin) in config.items()},
     )
     return 0
@@ -337,6 +349,14 @@ def format_stats(stats: Mapping[str, object]) -> str:
     partial or full, present keys, rows, estimated bytes, deltas dropped at missing keys,
     keys filled by upqueries, evictions, and the views that read it."""
     head = ", ".join(f"{name} {stats[name]}" for name in COUNTERS)
+    memory = stats.get("memory")
+    if isinstance(memory, Mapping) and memory.get("budget"):
+        mib = {k: v // (1 << 20) for k, v in memory.items()}
+        head += (
+            f"\nmemory: rss {mib['rss_bytes']} MiB (at start {mib['baseline_rss_bytes']}), "
+            f"budget {mib['budget']} MiB, partial state ~{mib['partial_state_bytes']} MiB "
+            f"estimated, {memory['eviction_rounds']} eviction rounds"
+        )
     states = stats.get("states") or []
     assert isinstance(states, list)
     rows = [
@@ -434,6 +454,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="materialize every state in full (no partial state, no upqueries after the first "
         "scan); for comparison in benchmarks (env POMOVIEW_FULL_STATE=1)",
+    )
+    p.add_argument(
+        "--memory-budget",
+        default=None,
+        metavar="BYTES",
+        help="evict partial state, least recently used keys first, when the server's memory "
+        "grows past this since start: bytes, or with K, M, G (powers of 1024); default a "
+        "quarter of the machine's memory, printed at start (env POMOVIEW_MEMORY_BUDGET)",
     )
     p.set_defaults(handler=cmd_serve)
 

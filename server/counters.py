@@ -32,3 +32,8 @@ class Stats:
     readers: list[ReaderInfo] = field(default_factory=list)
     # Every node of the program's dataflow built so far, inputs first.
     states: list[NodeInfo] = field(default_factory=list)
+    memory_budget: int = 0
+    rss_bytes: int = 0
+    baseline_rss_bytes: int = 0
+    partial_state_bytes: int = 0
+    eviction_rounds: int = 0

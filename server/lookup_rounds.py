@@ -209,6 +209,8 @@ class LookupRounds(SchedulerState):
                         missed = True
                     else:
                         epoch = self.applied_epoch
+                        if missed:
+                            self._enforce_budget()  # after the answer is read: it is not evicted
                         break
                 round_tickets = self.upquery_jobs.submit(needed)
                 tickets.extend(round_tickets)

@@ -35,6 +35,7 @@ from .errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable, 
 from .flusher import Flusher
 from .fsync import fsync_path
 from .lookup_rounds import LookupRounds
+from .memory_budget import MemoryBudget, process_rss
 from .overlay import LogTail
 from .source_store import SchemaMismatch, SourceStore
 from .types import LoggedBatch, SourceSchema
@@ -78,7 +79,10 @@ class Scheduler(WritePath, LookupRounds, Flusher):
         flush_interval: float = 5.0,
         store_dir: Path | str | None = None,
         full_state: bool = False,
+        memory_budget: int | None = None,
     ) -> None:
+        # Partial state is evicted when the process's memory grows past this (None: never).
+        self.memory = None if memory_budget is None else MemoryBudget(memory_budget)
         # Every state full (no partial state): the comparison run of bench/partial_memory.py.
         self.full_state = full_state
         self.data_dir = Path(data_dir)
@@ -224,6 +228,11 @@ class Scheduler(WritePath, LookupRounds, Flusher):
                 dropped_deltas=graph.metrics.dropped if graph else 0,
                 readers=readers,
                 states=states,
+                memory_budget=self.memory.budget if self.memory else 0,
+                rss_bytes=process_rss(),
+                baseline_rss_bytes=self.memory.baseline if self.memory else 0,
+                partial_state_bytes=graph.partial_bytes() if graph else 0,
+                eviction_rounds=self.memory.evictions if self.memory else 0,
             )
 
     # -- bulk load ----------------------------------------------------------------

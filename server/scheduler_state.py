@@ -4,6 +4,7 @@ can use it."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import Counter, deque
 from collections.abc import Callable
@@ -11,11 +12,14 @@ from collections.abc import Callable
 from pomoview.planner.compile import CompiledProgram, ProgramGraph
 
 from .counters import Counters
+from .memory_budget import MemoryBudget
 from .overlay import LogTail
 from .source_store import SourceStore
 from .types import LoggedBatch
 from .upquery_jobs import UpqueryJobs
 from .wal import WriteAheadLog
+
+log = logging.getLogger("pomoview.memory")
 
 
 class SchedulerState:
@@ -39,9 +43,25 @@ class SchedulerState:
     _upquery_versions: Counter[int]
     upquery_jobs: UpqueryJobs
     flush_interval: float
+    memory: MemoryBudget | None
 
     def _require_program(self) -> CompiledProgram:
         raise NotImplementedError
 
     def _reset_graph(self) -> None:
         raise NotImplementedError
+
+    def _enforce_budget(self) -> None:
+        """Evicts partial state when the process's memory is over the budget (caller holds
+        the dataflow lock; memory_budget.py says when, dataflow/eviction.py what)."""
+        memory, graph = self.memory, self.graph
+        if memory is None or graph is None:
+            return
+        need = memory.to_free(graph.graph.partial_bytes)
+        if need:
+            done = graph.graph.evict(need)
+            memory.evictions += 1
+            log.debug(
+                "memory: RSS %d MiB over the budget; evicted %d keys (%d MiB estimated) in %d steps",
+                (memory.last_rss - memory.baseline) >> 20, done.keys, done.estimated_bytes >> 20, done.steps,
+            )

@@ -188,6 +188,11 @@ class ViewService(pb_grpc.ViewServiceServicer):
                 for r in stats.readers
             ],
             states=[node_message(n) for n in stats.states],
+            memory_budget=stats.memory_budget,
+            rss_bytes=stats.rss_bytes,
+            baseline_rss_bytes=stats.baseline_rss_bytes,
+            partial_state_bytes=stats.partial_state_bytes,
+            eviction_rounds=stats.eviction_rounds,
         )
 
     def Load(

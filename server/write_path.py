@@ -138,4 +138,5 @@ class WritePath(SchedulerState):
                     log.exception("the dataflow failed at epoch %d; it will be rebuilt", batch.epoch)
                     self._reset_graph()
             self.applied_epoch = batch.epoch
+            self._enforce_budget()
             self._dataflow.notify_all()

@@ -131,6 +131,11 @@ class FakeViewService(pb_grpc.ViewServiceServicer):
             upqueries=2,
             spark_jobs=1,
             dropped_deltas=4,
+            memory_budget=64 << 20,
+            rss_bytes=90 << 20,
+            baseline_rss_bytes=40 << 20,
+            partial_state_bytes=30 << 20,
+            eviction_rounds=3,
             readers=[
                 pb.ReaderStats(view="articleWithVotes", key=["id"], partial=True, present_keys=10)
             ],
@@ -326,6 +331,8 @@ def test_describe_and_stats(address: str) -> None:
              "partial": False, "present_keys": 0, "rows": 0, "bytes": 0, "dropped": 0, "upqueries": 0,
              "evictions": 0, "views": []},
         ],
+        "memory": {"budget": 64 << 20, "rss_bytes": 90 << 20, "baseline_rss_bytes": 40 << 20,
+                   "partial_state_bytes": 30 << 20, "eviction_rounds": 3},
     }
 
 
@@ -511,8 +518,11 @@ def test_cli_stats(address: str, capsys: pytest.CaptureFixture[str]) -> None:
 def test_cli_stats_table(address: str, capsys: pytest.CaptureFixture[str]) -> None:
     """One row per stateful node, with its key, mode and sizes; stateless nodes are left out."""
     assert main(["stats", "--address", address]) == 0
-    counters, header, *rows = capsys.readouterr().out.splitlines()
+    counters, memory, header, *rows = capsys.readouterr().out.splitlines()
     assert counters.startswith("applied_epoch 5, durable_epoch 6,") and "dropped_deltas 4" in counters
+    assert memory == (
+        "memory: rss 90 MiB (at start 40), budget 64 MiB, partial state ~30 MiB estimated, 3 eviction rounds"
+    )
     assert header.split() == ["id", "operator", "key", "mode", "keys", "rows", "bytes", "dropped",
                               "upqueries", "evictions", "views"]
     assert [r.split() for r in rows] == [
@@ -571,8 +581,9 @@ def test_cli_serve_passes_arguments(monkeypatch: pytest.MonkeyPatch, tmp_path: P
     monkeypatch.delenv("POMOVIEW_DATA", raising=False)
     monkeypatch.delenv("POMOVIEW_STORE", raising=False)
     monkeypatch.delenv("POMOVIEW_FULL_STATE", raising=False)
+    monkeypatch.setenv("POMOVIEW_MEMORY_BUDGET", "1.5G")
     assert main(["serve", "--port", "9000", "--program", "p.pomo", "--flush-interval", "0.5"]) == 0
-    assert main(["serve", "--data", str(tmp_path), "--full-state"]) == 0
+    assert main(["serve", "--data", str(tmp_path), "--full-state", "--memory-budget", "64MiB"]) == 0
     assert calls == [
         {
             "data_dir": Path("./data"),
@@ -583,7 +594,9 @@ def test_cli_serve_passes_arguments(monkeypatch: pytest.MonkeyPatch, tmp_path: P
             "flush_interval": 0.5,
             "store": None,
             "full_state": False,
-            "origins": {"data": "default", "store": "default", "spark_master": "env POMOVIEW_SPARK_MASTER"},
+            "memory_budget": 3 << 29,
+            "origins": {"data": "default", "store": "default", "spark_master": "env POMOVIEW_SPARK_MASTER",
+                        "memory_budget": "env POMOVIEW_MEMORY_BUDGET"},
         },
         {
             "data_dir": tmp_path,
@@ -594,6 +607,8 @@ def test_cli_serve_passes_arguments(monkeypatch: pytest.MonkeyPatch, tmp_path: P
             "flush_interval": 5.0,
             "store": None,
             "full_state": True,
-            "origins": {"data": "flag", "store": "default", "spark_master": "env POMOVIEW_SPARK_MASTER"},
+            "memory_budget": 64 << 20,
+            "origins": {"data": "flag", "store": "default", "spark_master": "env POMOVIEW_SPARK_MASTER",
+                        "memory_budget": "flag"},
         },
     ]
