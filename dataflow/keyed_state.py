@@ -268,6 +268,41 @@ class KeyedState:
             return False
         return True
 
+    def peek(self, key: Key) -> object | None:
+        """The key's stored group as it is (a row, a dict or an IntSet), or None when missing.
+        A group that changes is replaced, never changed in place, when the state's owner
+        applies changes through `replace`: the object then stands for one version of it."""
+        return self._groups.get(key)
+
+    def view_of(self, key: Key, stored: object) -> Mapping[Row, int]:
+        """The mapping row -> weight of a group `peek` returned."""
+        return self._view(key, stored)  # type: ignore[arg-type]
+
+    def replace(self, key: Key, changes: Iterable[tuple[Row, int]]) -> bool:
+        """Applies weighted rows to a present key by building a new group (copy on write:
+        a reader without the lock that holds the old one still sees a whole version);
+        False, and no change, when the key is missing."""
+        stored = self._groups.get(key)
+        if stored is None and self.partial:
+            return False
+        old = self._view(key, stored) if stored is not None else {}
+        group = dict(old)
+        for row, weight in changes:
+            total = group.get(row, 0) + weight
+            if total:
+                group[row] = total
+            else:
+                group.pop(row, None)
+        self._rows += len(group) - len(old)
+        if type(stored) is IntSet:
+            self._packed_rows -= len(old)
+            self._packed_groups -= 1
+        if not group and not self.partial:
+            self._groups.pop(key, None)
+            return True
+        self._store(key, group)
+        return True
+
     def touch(self, key: Key) -> None:
         """Marks `key`, if present, as read: the next eviction sweep passes it over once."""
         if self.partial and key in self._groups:

@@ -16,13 +16,12 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from pomoview.proto.pomoview.v1 import view_service_pb2 as pb
-from pomoview.proto.pomoview.v1 import view_service_pb2_grpc as pb_grpc
 
 from .errors import ServiceError
 from .fsync import fsync_path
 from .memory_budget import format_bytes
 from .scheduler import Scheduler
-from .service import ViewService
+from .service import ViewService, add_view_service
 from .spark_session import SparkProvider, create_spark_session
 from .store_fs import StoreLocationError, split_location
 
@@ -181,7 +180,7 @@ def serve(
             raise SystemExit(2) from None
     scheduler.start()
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=16, thread_name_prefix="grpc"))
-    pb_grpc.add_ViewServiceServicer_to_server(ViewService(scheduler), server)
+    add_view_service(ViewService(scheduler), server)
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     service_name = pb.DESCRIPTOR.services_by_name["ViewService"].full_name

@@ -7,12 +7,13 @@ names the Spark jobs it needs; those run without any lock, and the round runs ag
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from pomoview.dataflow.keyed_state import Key, Row
 from pomoview.dataflow.node import Fetch, FetchPending, FetchRequest, Filters, matches
 from pomoview.planner.compile import CompiledProgram
+from pomoview.planner.validate import Relation
 
 from .errors import DeadlineExceeded, InvalidArgument, NotFound, OutOfRange, Unavailable
 from .scheduler_state import SchedulerState
@@ -166,26 +167,9 @@ class LookupRounds(SchedulerState):
         timeout: float | None = None,
     ) -> tuple[list[list[dict[str, Value]]], int]:
         program = self._require_program()
-        relation = program.relations.get(view)
-        if view not in program.views or relation is None:
-            known = ", ".join(sorted(program.views)) or "none"
-            raise NotFound(f"no view named {view!r} (views: {known})")
+        relation, key_attrs, key_tuples = self._keys_of(program, view, keys)
         if not keys:
             return [], self.applied_epoch
-        key_attrs = tuple(keys[0])
-        for i, key in enumerate(keys):
-            if set(key) != set(key_attrs):
-                raise InvalidArgument(f"keys[{i}] names {sorted(key)}, keys[0] names {sorted(key_attrs)}")
-        unknown = [a for a in key_attrs if a not in relation.attributes]
-        if unknown:
-            raise InvalidArgument(
-                f"{view!r} has no attribute {', '.join(unknown)} (it has {', '.join(relation.attributes)})"
-            )
-        key_attrs = tuple(a for a in relation.attributes if a in key_attrs)
-        key_tuples = [
-            tuple(_coerce(k[a], relation.types[a], f"keys[{i}].{a}") for a in key_attrs)
-            for i, k in enumerate(keys)
-        ]
         if min_epoch is not None:
             self._wait_applied(min_epoch, None if timeout is None else time.monotonic() + timeout)
         answers: list[Prefetched] = []
@@ -225,6 +209,70 @@ class LookupRounds(SchedulerState):
                 self.counters.upqueries += 1
         attrs = relation.attributes
         return [[dict(zip(attrs, row, strict=True)) for row in group] for group in rows], epoch  # type: ignore[misc]
+
+    def _keys_of(
+        self, program: CompiledProgram, view: str, keys: Sequence[TypedRow]
+    ) -> tuple[Relation, tuple[str, ...], list[Key]]:
+        """The view, its key attributes (in declared order) and the keys as tuples of
+        values of the attributes' types; raises for an unknown view, attribute or type."""
+        relation = program.relations.get(view)
+        if view not in program.views or relation is None:
+            known = ", ".join(sorted(program.views)) or "none"
+            raise NotFound(f"no view named {view!r} (views: {known})")
+        if not keys:
+            return relation, (), []
+        key_attrs = tuple(keys[0])
+        for i, key in enumerate(keys):
+            if set(key) != set(key_attrs):
+                raise InvalidArgument(f"keys[{i}] names {sorted(key)}, keys[0] names {sorted(key_attrs)}")
+        unknown = [a for a in key_attrs if a not in relation.attributes]
+        if unknown:
+            raise InvalidArgument(
+                f"{view!r} has no attribute {', '.join(unknown)} (it has {', '.join(relation.attributes)})"
+            )
+        key_attrs = tuple(a for a in relation.attributes if a in key_attrs)
+        key_tuples = [
+            tuple(_coerce(k[a], relation.types[a], f"keys[{i}].{a}") for a in key_attrs)
+            for i, k in enumerate(keys)
+        ]
+        return relation, key_attrs, key_tuples
+
+    def hits(
+        self,
+        view: str,
+        keys: Sequence[TypedRow],
+        min_epoch: int | None,
+        encode: Callable[[list[Row]], bytes],
+    ) -> tuple[list[bytes], int] | None:
+        """The answer of a lookup whose keys are all present, each key's rows as `encode`
+        puts them (cached per version of the key's group), and its epoch; None when a key
+        is missing or the lookup must wait for an epoch (the caller then takes `lookup`).
+
+        It takes no lock: epochs are applied under a sequence lock (`_seq` odd while one is
+        being applied), so an answer read while `_seq` stayed even and unchanged is the
+        state at one applied epoch; otherwise it is None. Raises for bad keys as `lookup`.
+        """
+        program = self._require_program()
+        relation, key_attrs, key_tuples = self._keys_of(program, view, keys)
+        seq = self._seq
+        if seq & 1:
+            return None
+        epoch = self.applied_epoch
+        graph = self.graph
+        if (min_epoch is not None and min_epoch > epoch) or graph is None or graph.program is not program:
+            return None
+        reader = graph.graph.readers.get((view, key_attrs))
+        if reader is None:
+            return None
+        out = []
+        for key in key_tuples:
+            data = reader.encoded(key, encode)
+            if data is None:
+                return None
+            out.append(data)
+        if self._seq != seq:
+            return None
+        return out, epoch
 
     def _wait_applied(self, min_epoch: int, deadline: float | None) -> None:
         with self._dataflow:

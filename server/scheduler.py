@@ -109,6 +109,7 @@ class Scheduler(WritePath, LookupRounds, Flusher):
         # The store versions running lookups have pinned, with how many pins each: the log tail
         # keeps every batch after them (see `_truncate_log`). Guarded by `_dataflow`.
         self._upquery_versions: Counter[int] = Counter()
+        self._seq = 0
         # Keyed Spark jobs, one at a time per source channel, shared by concurrent misses.
         self.upquery_jobs = UpqueryJobs(self._run_spark_fetch, self._pin_for_upquery, self._unpin_upquery)
         self._recover()
@@ -201,6 +202,9 @@ class Scheduler(WritePath, LookupRounds, Flusher):
         """A new, empty graph for the program (caller holds the dataflow lock)."""
         program = self.program
         self.graph = None if program is None else ProgramGraph(program, partial=not self.full_state)
+        # Even to even, after the new graph is in place: a lookup without the lock that
+        # read the old graph sees the sequence move and takes the locked path.
+        self._seq += 2
 
     def dataflow_nodes(self, view: str | None = None) -> list[NodeInfo]:
         """The dataflow built so far (for `view`'s readers only, when given), inputs first."""
@@ -314,6 +318,7 @@ class Scheduler(WritePath, LookupRounds, Flusher):
                             self.tail.trim_through(epoch)
                             self._reset_graph()
                             self.durable_epoch = self.applied_epoch = epoch
+                            self._seq += 2  # the epoch moved too: no lock-free read spans it
                             self._dataflow.notify_all()
 
                     with job.phase("writing", job.write_from, 1.0):

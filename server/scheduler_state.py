@@ -44,6 +44,9 @@ class SchedulerState:
     upquery_jobs: UpqueryJobs
     flush_interval: float
     memory: MemoryBudget | None
+    # A sequence lock over the applied state, for reads without the dataflow lock: odd while
+    # an epoch is applied or the graph replaced, moved only under the dataflow lock.
+    _seq: int
 
     def _require_program(self) -> CompiledProgram:
         raise NotImplementedError

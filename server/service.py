@@ -23,6 +23,7 @@ from .write_path import TypedRow
 
 log = logging.getLogger("pomoview.service")
 T = TypeVar("T")
+Encoder = Callable[[list[tuple[object, ...]]], bytes]
 
 _KINDS = {
     "int_value": "int",
@@ -94,9 +95,58 @@ def node_message(node: NodeInfo) -> pb.DataflowNode:
     )
 
 
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def lookup_response_bytes(results: list[bytes], epoch: int) -> bytes:
+    """A serialized LookupResponse from serialized KeyRows: field 1 (results), length
+    delimited, once per key; then field 2 (epoch), a varint (omitted at 0, as proto3 does)."""
+    parts = []
+    for data in results:
+        parts.append(b"\x0a" + _varint(len(data)) + data)
+    if epoch:
+        parts.append(b"\x10" + _varint(epoch))
+    return b"".join(parts)
+
+
+def _serialize_lookup(response: pb.LookupResponse | bytes) -> bytes:
+    return response if isinstance(response, bytes) else response.SerializeToString()
+
+
+def add_view_service(service: ViewService, server: grpc.Server) -> None:
+    """Registers the service like the generated `add_ViewServiceServicer_to_server`, except
+    that Lookup may answer with an already serialized response."""
+    descriptor = pb.DESCRIPTOR.services_by_name["ViewService"]
+    handlers = {}
+    for method in descriptor.methods:
+        request = getattr(pb, method.input_type.name)
+        response = getattr(pb, method.output_type.name)
+        serialize = _serialize_lookup if method.name == "Lookup" else response.SerializeToString
+        make = (
+            grpc.unary_stream_rpc_method_handler
+            if method.server_streaming
+            else grpc.unary_unary_rpc_method_handler
+        )
+        handlers[method.name] = make(
+            getattr(service, method.name),
+            request_deserializer=request.FromString,
+            response_serializer=serialize,
+        )
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(descriptor.full_name, handlers),))
+    server.add_registered_method_handlers(descriptor.full_name, handlers)
+
+
 class ViewService(pb_grpc.ViewServiceServicer):
     def __init__(self, scheduler: Scheduler) -> None:
         self.scheduler = scheduler
+        # (id(program), view) -> (program, its encoder of one key's rows)
+        self._encoders: dict[tuple[int, str], tuple[CompiledProgram, Encoder]] = {}
 
     def _call(self, context: grpc.ServicerContext, fn: Callable[[], T]) -> T:
         try:
@@ -132,10 +182,21 @@ class ViewService(pb_grpc.ViewServiceServicer):
 
         return self._call(context, run)
 
-    def Lookup(self, request: pb.LookupRequest, context: grpc.ServicerContext) -> pb.LookupResponse:
-        def run() -> pb.LookupResponse:
+    def Lookup(
+        self, request: pb.LookupRequest, context: grpc.ServicerContext
+    ) -> pb.LookupResponse | bytes:
+        """Answers present keys without the dataflow lock, from each key's cached wire form
+        (`Scheduler.hits`), as the serialized response itself; anything else (a miss, an
+        epoch to wait for) takes the locked path with upqueries."""
+
+        def run() -> pb.LookupResponse | bytes:
             keys = [typed_row(k, f"keys[{i}]") for i, k in enumerate(request.keys)]
             min_epoch = request.min_epoch if request.HasField("min_epoch") else None
+            program = self.scheduler.program
+            if program is not None and request.view in program.views and keys:
+                hit = self.scheduler.hits(request.view, keys, min_epoch, self._encoder(program, request.view))
+                if hit is not None:
+                    return lookup_response_bytes(*hit)
             results, epoch = self.scheduler.lookup(
                 request.view, keys, min_epoch, timeout=context.time_remaining()
             )
@@ -156,6 +217,25 @@ class ViewService(pb_grpc.ViewServiceServicer):
             )
 
         return self._call(context, run)
+
+    def _encoder(self, program: CompiledProgram, view: str) -> Encoder:
+        """Encodes one key's rows (tuples in the view's attribute order) as a KeyRows message."""
+        cached = self._encoders.get((id(program), view))
+        if cached is not None and cached[0] is program:
+            return cached[1]
+        relation = program.relations[view]
+        typed = [(a, relation.types[a]) for a in relation.attributes]
+
+        def encode(rows: list[tuple[object, ...]]) -> bytes:
+            return pb.KeyRows(
+                rows=[
+                    pb.Row(fields={a: to_value(v, t) for (a, t), v in zip(typed, row, strict=True)})
+                    for row in rows
+                ]
+            ).SerializeToString()
+
+        self._encoders[(id(program), view)] = (program, encode)
+        return encode
 
     def Describe(
         self, request: pb.DescribeRequest, context: grpc.ServicerContext

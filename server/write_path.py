@@ -129,6 +129,7 @@ class WritePath(SchedulerState):
                 zset.add(t, -1)
             ops[source] = zset
         with self._dataflow:
+            self._seq += 1  # odd: lookups without the lock do not trust what they read
             self.tail.append(batch)
             if self.graph is not None:
                 try:
@@ -138,5 +139,6 @@ class WritePath(SchedulerState):
                     log.exception("the dataflow failed at epoch %d; it will be rebuilt", batch.epoch)
                     self._reset_graph()
             self.applied_epoch = batch.epoch
+            self._seq += 1
             self._enforce_budget()
             self._dataflow.notify_all()

@@ -6,14 +6,17 @@ Contract:
 - Partial mode: deltas for missing keys are dropped; a lookup that misses
   upqueries the input for the missing keys and keeps the answer.
 - Full mode (no key columns, or no key provenance): hydrated at build time.
+- Reads without the lock: a delta replaces each changed group with a new object (copy on
+  write, `KeyedState.replace`), so a group read stands for one version of its key, and
+  `wire` caches an encoding of it (the server's wire form) tagged by that object.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from ..keyed_state import Key, KeyedState, Row
-from ..node import KeyedNode, Node, group_by_key, project
+from ..node import EvictCols, KeyedNode, Node, group_by_key, project
 from ..zset import ZSet
 
 
@@ -26,12 +29,51 @@ class Reader(KeyedNode):
         # a hot reader key keeps the upstream keys it was derived from, where those are
         # keyed alike, through eviction sweeps.
         self.upstream: list[KeyedState] = []
+        # key -> (the group object it was encoded from, its encoding); valid while the state
+        # still holds that very object for the key.
+        self.wire: dict[Key, tuple[object, bytes]] = {}
 
     def on_delta(self, port: int, delta: ZSet[Row]) -> ZSet[Row]:
+        by_key: dict[Key, list[tuple[Row, int]]] = {}
         for row, weight in delta.items():
-            if not self.state.add(project(row, self.key_cols), row, weight):
-                self.metrics.dropped += 1
+            by_key.setdefault(project(row, self.key_cols), []).append((row, weight))
+        for key, changes in by_key.items():
+            if not self.state.replace(key, changes):
+                self.metrics.dropped += len(changes)
         return ZSet()
+
+    def on_evict(self, port: int, cols: EvictCols, keys: Collection[Key]) -> None:
+        super().on_evict(port, cols, keys)
+        self._drop_stale_wire()
+
+    def evict_own(self, keys: Collection[Key]) -> int:
+        count = super().evict_own(keys)
+        self._drop_stale_wire()
+        return count
+
+    def _drop_stale_wire(self) -> None:
+        state = self.state
+        for key in list(self.wire):  # one C call: safe against readers adding entries
+            if state.peek(key) is None:
+                self.wire.pop(key, None)
+
+    def encoded(self, key: Key, encode: Callable[[list[Row]], bytes]) -> bytes | None:
+        """The key's rows as `encode` puts them on the wire (cached per version of the
+        group), or None when the key is missing. Safe without the dataflow lock when the
+        caller checks afterwards that no epoch was applied meanwhile."""
+        stored = self.state.peek(key)
+        if stored is None:
+            return None
+        cached = self.wire.get(key)
+        if cached is not None and cached[0] is stored:
+            data = cached[1]
+        else:
+            data = encode(list(self.state.view_of(key, stored)))
+            self.wire[key] = (stored, data)
+        self.state.touch(key)
+        for state in self.upstream:
+            state.touch(key)
+        return data
 
     def missing(self, keys: Sequence[Key]) -> list[Key]:
         return self.state.missing(keys)
