@@ -102,6 +102,9 @@ def check_store_marker(data_dir: Path, store: Path | str) -> None:
         fsync_path(data_dir)
 
 
+GRPC_THREADS = 256
+
+
 def serve(
     *,
     data_dir: Path,
@@ -179,7 +182,9 @@ def serve(
             spark.stop()
             raise SystemExit(2) from None
     scheduler.start()
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=16, thread_name_prefix="grpc"))
+    # A lookup that misses holds its thread while its Spark job runs; concurrent misses can
+    # only share a job (upquery_jobs.py) if they are all being served, so the pool is wide.
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=GRPC_THREADS, thread_name_prefix="grpc"))
     add_view_service(ViewService(scheduler), server)
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

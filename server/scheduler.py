@@ -45,6 +45,11 @@ from .write_path import WritePath
 
 log = logging.getLogger("pomoview.scheduler")
 
+# How long a new upquery job waits for more misses on its source before it starts: a burst
+# of concurrent misses (a page of 100 lookups) then costs one Spark job per source, for a few
+# milliseconds on a lone miss that takes hundreds.
+UPQUERY_LINGER = 0.01
+
 __all__ = ["Scheduler", "Stats", "ReaderInfo", "Counters"]
 
 
@@ -111,7 +116,9 @@ class Scheduler(WritePath, LookupRounds, Flusher):
         self._upquery_versions: Counter[int] = Counter()
         self._seq = 0
         # Keyed Spark jobs, one at a time per source channel, shared by concurrent misses.
-        self.upquery_jobs = UpqueryJobs(self._run_spark_fetch, self._pin_for_upquery, self._unpin_upquery)
+        self.upquery_jobs = UpqueryJobs(
+            self._run_spark_fetch, self._pin_for_upquery, self._unpin_upquery, linger=UPQUERY_LINGER
+        )
         self._recover()
 
     # -- start-up -----------------------------------------------------------------

@@ -13,12 +13,14 @@ holds one reference while it runs and each waiting lookup one until the lookup e
 
 Invariants (asserted in `_check`, in debug runs):
 - a channel has a queued job only while it has a running one;
-- a job's keys do not change once it runs.
+- a job's keys do not change once its Spark job runs (only while it gathers: `linger`
+  seconds after it starts, so that misses that arrive in a burst share its job).
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -34,6 +36,7 @@ class _Job:
     channel: Channel
     keys: dict[Key, None]  # insertion ordered, so a job's key list is deterministic
     running: bool = False
+    gathering: bool = False  # started but lingering: it still takes keys
     done: threading.Event = field(default_factory=threading.Event)
     answer: object = None
     error: BaseException | None = None
@@ -83,8 +86,10 @@ class UpqueryJobs:
         unpin: Callable[[object], None],
         *,
         max_parallel: int = 8,
+        linger: float = 0.0,
     ) -> None:
         self._run = run
+        self.linger = linger
         self._pin = pin
         self._unpin = unpin
         self._lock = threading.Lock()
@@ -101,7 +106,9 @@ class UpqueryJobs:
                 channel = (request.source, request.columns, request.filters)
                 state = self._channels.setdefault(channel, _ChannelState())
                 job = state.running
-                if job is not None and all(k in job.keys for k in request.keys):
+                if job is not None and job.gathering:
+                    job.keys.update(dict.fromkeys(request.keys))
+                elif job is not None and all(k in job.keys for k in request.keys):
                     pass  # the running job fetches every key already
                 elif job is not None:
                     if state.queued is None:
@@ -109,7 +116,9 @@ class UpqueryJobs:
                     job = state.queued
                     job.keys.update(dict.fromkeys(request.keys))
                 else:
-                    job = state.running = _Job(channel, dict.fromkeys(request.keys), running=True)
+                    job = state.running = _Job(
+                        channel, dict.fromkeys(request.keys), running=True, gathering=self.linger > 0
+                    )
                     start.append(job)
                 job.refs += 1
                 tickets.append(Ticket(self, job))
@@ -124,6 +133,12 @@ class UpqueryJobs:
 
     def _execute(self, job: _Job) -> None:
         source, columns, filters = job.channel
+        if self.linger:
+            # Misses that arrive together (a burst of requests) go into one job, not one
+            # job for the first and one for the rest.
+            time.sleep(self.linger)
+            with self._lock:
+                job.gathering = False
         try:
             job.pin = self._pin()
             job.answer = self._run(FetchRequest(source, columns, tuple(job.keys), filters), job.pin)
@@ -137,6 +152,7 @@ class UpqueryJobs:
             state.queued = None
             if follow is not None:
                 follow.running = True
+                follow.gathering = self.linger > 0
             else:
                 del self._channels[job.channel]
             self._check()
@@ -158,6 +174,7 @@ class UpqueryJobs:
                 assert state.running is not None, "a channel is idle but kept"
                 assert state.running.running, "a channel's running job is marked queued"
                 assert state.queued is None or not state.queued.running, "a queued job runs"
+                assert state.queued is None or not state.running.gathering, "queued behind a gathering job"
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=False)

@@ -28,8 +28,9 @@ def row(**values: Any) -> dict[str, tuple[str, Any]]:
     return {k: (kinds[type(v)], v) for k, v in values.items()}
 
 
-def _loaded(tmp_path: Path, spark: Any) -> tuple[Scheduler, Counter[int]]:
+def _loaded(tmp_path: Path, spark: Any, linger: float = 0.0) -> tuple[Scheduler, Counter[int]]:
     s = Scheduler(tmp_path / "data", lambda: spark, flush_interval=3600)
+    s.upquery_jobs.linger = linger  # no gathering window unless the test is about it
     s.start()
     s.install(VOTES)
     votes: Counter[int] = Counter()
@@ -177,5 +178,29 @@ def test_a_failed_job_fails_every_lookup_waiting_on_it_and_the_next_lookup_works
         rows, _ = s.lookup("articleWithVotes", [row(id=3)])
         assert rows == [[{"id": 3, "title": "a3", "votes": votes[3]}]]
         _wait_until(lambda: not s._upquery_versions)
+    finally:
+        s.stop()
+
+
+def test_misses_that_arrive_within_the_linger_share_the_first_job(tmp_path: Path, spark: Any) -> None:
+    s, votes = _loaded(tmp_path, spark, linger=2.0)
+    try:
+        before = s.counters.spark_jobs
+        fetch = s.store.fetch
+        jobs: list[tuple[str, int]] = []
+
+        def counted(source: str, columns: Any, keys: Any, *args: Any, **kwargs: Any) -> Any:
+            jobs.append((source, len(keys)))
+            return fetch(source, columns, keys, *args, **kwargs)
+
+        s.store.fetch = counted  # type: ignore[method-assign]
+        keys = list(range(10, 30))
+        threads, answers = _lookups(s, keys)
+        for t in threads:
+            t.join(60)
+        assert sorted(jobs) == [("article", 20), ("vote", 20)]
+        assert s.counters.spark_jobs - before == 2
+        for i, key in enumerate(keys):
+            assert answers[i] == [{"id": key, "title": f"a{key}", "votes": votes[key]}]
     finally:
         s.stop()
