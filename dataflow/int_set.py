@@ -34,6 +34,14 @@ class IntSet:
         self.removed: set[int] = set()
 
     @classmethod
+    def of_sorted_unique(cls, values: np.ndarray) -> IntSet:
+        """The set of `values`, an int64 array already sorted and without repeats (kept as
+        it is, never written to: a merge builds a new array)."""
+        out = cls.__new__(cls)
+        out.base, out.added, out.removed = values, set(), set()
+        return out
+
+    @classmethod
     def of_unique(cls, values: list[int]) -> IntSet | None:
         """The set of `values`, or None when they repeat (a multiset is not a set)."""
         out = cls(values)

@@ -28,7 +28,7 @@ A subclass keeps the other side's state and says what a keyed row outputs.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 from .keyed_state import Key, KeyedState, Row
@@ -89,8 +89,8 @@ class KeyedPair(Node):
     def _other_missing(self, js: Iterable[Key]) -> list[Key]:
         return [j for j in dict.fromkeys(js) if not self._other_present(j)]
 
-    def _other_fill(self, j: Key, rows: list[tuple[Row, int]]) -> None:
-        """Marks join key `j` present on the other side with exactly `rows`."""
+    def _other_fill(self, j: Key, rows: Mapping[Row, int]) -> None:
+        """Marks join key `j` present on the other side with exactly `rows` (row -> weight)."""
         raise NotImplementedError
 
     def _other_evict(self, j: Key) -> None:
@@ -241,23 +241,24 @@ class KeyedPair(Node):
         if set(self.side_key) == set(self.keyed_on):
             # The join keys are the asked keys: both inputs are asked in the same round.
             need = self._other_missing(_reorder(missing, self.side_key, self.keyed_on))
-            asks = [lambda: keyed_input.query(self.side_key, missing)]
+            asks: list[Callable[[], object]] = [lambda: keyed_input.query(self.side_key, missing)]
             if need:
-                asks.append(lambda: other_input.query(self.other_on, need))
-            answers = ask_all(asks)
-            rows, other_rows = answers[0], (answers[1] if need else ZSet())
+                asks.append(lambda: other_input.query_grouped(self.other_on, need))
+            answers = ask_all(asks)  # type: ignore[arg-type]
+            rows = answers[0]
+            other_groups: Mapping[Key, Mapping[Row, int]] = answers[1] if need else {}  # type: ignore[assignment]
         else:
             rows = keyed_input.query(self.side_key, missing)
             need = self._other_missing(project(row, self.keyed_on) for row, _ in rows.items())
-            other_rows = other_input.query(self.other_on, need) if need else ZSet()
+            other_groups = other_input.query_grouped(self.other_on, need) if need else {}
         # Both answers are in: fill both sides (nothing was filled if either raised).
         for key, got in group_by_key(rows.items(), self.side_key, missing).items():
             self.keyed.fill(key, got)
             if self.by_join is not self.keyed:
                 for row, weight in got:
                     self.by_join.add(project(row, self.keyed_on), row, weight)
-        for j, got in group_by_key(other_rows.items(), self.other_on, need).items():
-            self._other_fill(j, got)
+        for j in need:
+            self._other_fill(j, other_groups[j])
         self.metrics.filled_keys += len(missing)
 
     def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
@@ -337,8 +338,8 @@ class KeyedPairOfRows(KeyedPair):
     def _other_present(self, j: Key) -> bool:
         return self.other.is_present(j)
 
-    def _other_fill(self, j: Key, rows: list[tuple[Row, int]]) -> None:
-        self.other.fill(j, rows)
+    def _other_fill(self, j: Key, rows: Mapping[Row, int]) -> None:
+        self.other.fill(j, rows.items())
 
     def _other_evict(self, j: Key) -> None:
         self.other.evict(j)

@@ -41,6 +41,9 @@ class RowLayout:
         self.width = width
         self.value_pos = rest[0]
 
+    def same(self, other: RowLayout) -> bool:
+        return (self.key_cols, self.width) == (other.key_cols, other.width)
+
     @staticmethod
     def fits(key_cols: tuple[int, ...], width: int) -> bool:
         return len(set(key_cols)) == len(key_cols) == width - 1
@@ -63,6 +66,24 @@ class RowLayout:
                 return None
             values.append(value)
         return IntSet.of_unique(values)  # type: ignore[arg-type]
+
+
+class PackedRows:
+    """A fetch answer in packed form: for each key, the set of the one other column's values
+    (`groups`), rows of `layout`. Iterating gives the rows, for a consumer that wants them;
+    a source index with the same layout fills from the sets themselves, building no row."""
+
+    __slots__ = ("layout", "groups")
+
+    def __init__(self, layout: RowLayout, groups: dict[Key, IntSet]) -> None:
+        self.layout = layout
+        self.groups = groups
+
+    def __iter__(self) -> Iterator[Row]:
+        make = self.layout.row
+        for key, values in self.groups.items():
+            for v in values:
+                yield make(key, v)
 
 
 class PackedGroup(Mapping[Row, int]):
@@ -201,6 +222,20 @@ class KeyedState:
                 del group[row]
         self._store(key, group)
         self._rows += len(group)
+
+    def fill_packed(self, key: Key, values: IntSet) -> None:
+        """`fill` from a packed answer (the state's layout): the rows are the key with each
+        value. The IntSet is kept as it is; the caller hands it over."""
+        assert self.partial and key not in self._groups, f"fill of present key {key!r}"
+        layout = self.layout
+        assert layout is not None
+        if len(values) < PACK_MIN:
+            self.fill(key, [(layout.row(key, v), 1) for v in values])
+            return
+        self._groups[key] = values
+        self._rows += len(values)
+        self._packed_rows += len(values)
+        self._packed_groups += 1
 
     def _pack_fill(self, rows: list[tuple[Row, int]]) -> IntSet | None:
         layout = self.layout

@@ -28,7 +28,7 @@ local ids from the root circuit), assigned when a circuit adopts it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
@@ -248,6 +248,11 @@ class Node:
     def eviction_state(self) -> KeyedState | None:
         """The partial state whose keys `evict_own` evicts (None: nothing to evict here)."""
         return None
+
+    def query_grouped(self, cols: tuple[int, ...], keys: Collection[Key]) -> dict[Key, Mapping[Row, int]]:
+        """`query`'s answer split by key, an entry (maybe empty) per asked key. A node that
+        holds its rows grouped by `cols` answers with its groups, building no row."""
+        return {k: dict(rows) for k, rows in group_by_key(self.query(cols, keys).items(), cols, keys).items()}
 
     def evict_own(self, keys: Collection[Key]) -> int:
         """Evicts `keys` from `eviction_state()` (memory pressure) and what below was derived

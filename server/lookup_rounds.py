@@ -10,7 +10,11 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from pomoview.dataflow.keyed_state import Key, Row
+import numpy as np
+import pyarrow as pa
+
+from pomoview.dataflow.int_set import IntSet
+from pomoview.dataflow.keyed_state import Key, PackedRows, Row, RowLayout
 from pomoview.dataflow.node import Fetch, FetchPending, FetchRequest, Filters, matches
 from pomoview.planner.compile import CompiledProgram
 from pomoview.planner.validate import Relation
@@ -19,7 +23,7 @@ from .errors import DeadlineExceeded, InvalidArgument, NotFound, OutOfRange, Una
 from .scheduler_state import SchedulerState
 from .source_store import Pin
 from .spark_session import SparkSessionLost, spark_error_reason
-from .types import Tuple_, Value
+from .types import SourceSchema, Tuple_, Value
 from .upquery_jobs import Ticket
 from .write_path import TypedRow, _coerce
 
@@ -39,6 +43,43 @@ class Prefetched:
     version: int
     by_key: dict[Key, list[Tuple_]]
     filters: Filters = ()
+    # Packed form (a source of one int key column and one int value column, read as Arrow):
+    # each key's values, sorted and unique, in place of `by_key`.
+    packed: dict[Key, np.ndarray] | None = None
+    layout: RowLayout | None = None
+
+
+def _packable(schema: SourceSchema, columns: tuple[str, ...]) -> bool:
+    """Whether a fetch of a source by `columns` is answered in packed form: two int
+    attributes, asked by one of them (a vote by its article)."""
+    return len(schema) == 2 and len(columns) == 1 and all(t == "int" for _, t in schema)
+
+
+def _packed(pending: FetchRequest, schema: SourceSchema, version: int, table: pa.Table) -> Prefetched:
+    """A Spark job's Arrow answer split by key, with numpy: each key's values sorted."""
+    names = [a for a, _ in schema]
+    key_pos = names.index(pending.columns[0])
+    value_pos = 1 - key_pos
+    keys = table.column(f"c{key_pos}").to_numpy()
+    values = table.column(f"c{value_pos}").to_numpy()
+    order = np.lexsort((values, keys))
+    keys, values = keys[order], values[order]
+    packed: dict[Key, np.ndarray] = {}
+    if len(keys):
+        uniq, starts = np.unique(keys, return_index=True)
+        ends = [*starts[1:].tolist(), len(keys)]
+        for key, start, end in zip(uniq.tolist(), starts.tolist(), ends, strict=True):
+            packed[(key,)] = values[start:end]
+    return Prefetched(
+        pending.source,
+        pending.columns,
+        frozenset(pending.keys),
+        version,
+        {},
+        pending.filters,
+        packed=packed,
+        layout=RowLayout((key_pos,), 2),
+    )
 
 
 class LookupRounds(SchedulerState):
@@ -73,7 +114,19 @@ class LookupRounds(SchedulerState):
                     schema = [a for a, _ in self._require_program().source_schema(source)]
                     positions = [schema.index(c) for c in cols]
                     tests = tuple((schema.index(a), v) for a, v in filters)
-                    tuples = [t for k in wanted for t in answer.by_key.get(k, ())]
+                    if answer.packed is not None:
+                        assert answer.layout is not None
+                        if set(answer.filters) == set(filters):
+                            return self._packed_answer(answer, wanted, tests)
+                        make = answer.layout.row
+                        tuples = [
+                            make(k, v)
+                            for k in wanted
+                            if k in answer.packed
+                            for v in answer.packed[k].tolist()
+                        ]
+                    else:
+                        tuples = [t for k in wanted for t in answer.by_key.get(k, ())]
                     if set(answer.filters) != set(filters):
                         tuples = [t for t in tuples if matches(t, tests)]
                     return self.tail.overlay(
@@ -82,6 +135,30 @@ class LookupRounds(SchedulerState):
             raise FetchPending(source, cols, keys, filters)
 
         return fetch
+
+    def _packed_answer(
+        self, answer: Prefetched, wanted: set[Key], tests: Filters
+    ) -> PackedRows:
+        """A packed answer advanced to the applied epoch: each key's values from the Spark
+        job (shared with other lookups, so each gets its own sets), then the logged
+        operations after the job's version, in order."""
+        layout, packed = answer.layout, answer.packed
+        assert layout is not None and packed is not None
+        groups: dict[Key, IntSet] = {}
+        for k in wanted:
+            values = packed.get(k)
+            groups[k] = IntSet() if values is None else IntSet.of_sorted_unique(values)
+        key_pos, value_pos = layout.key_cols[0], layout.value_pos
+        for t, op in self.tail.operations(answer.source, answer.version, self.applied_epoch):
+            group = groups.get((t[key_pos],))
+            if group is None or not matches(t, tests):  # type: ignore[arg-type]
+                continue
+            value = t[value_pos]
+            if op > 0 and value not in group:
+                group.add(value)  # type: ignore[arg-type]
+            elif op < 0 and value in group:
+                group.discard(value)  # type: ignore[arg-type]
+        return PackedRows(layout, groups)
 
     def _await_fetches(self, tickets: Sequence[Ticket]) -> list[Prefetched]:
         """The answers of one round's jobs (coalesced with other lookups' in `upquery_jobs`)."""
@@ -122,16 +199,24 @@ class LookupRounds(SchedulerState):
         assert isinstance(pin, Pin)
         with self._counter_lock:
             self.counters.spark_jobs += 1
+        schema = self._require_program().source_schema(pending.source)
         try:
-            version, tuples = self.store.fetch(
-                pending.source, pending.columns, list(pending.keys), dict(pending.filters), at=pin  # type: ignore[arg-type]
-            )
+            if _packable(schema, pending.columns):
+                version, answer = self.store.fetch_columns(
+                    pending.source, pending.columns, list(pending.keys), dict(pending.filters), at=pin  # type: ignore[arg-type]
+                )
+                if isinstance(answer, pa.Table):
+                    return _packed(pending, schema, version, answer)
+                tuples = answer
+            else:
+                version, tuples = self.store.fetch(
+                    pending.source, pending.columns, list(pending.keys), dict(pending.filters), at=pin  # type: ignore[arg-type]
+                )
         except Exception as err:
             # Nothing is filled: the circuit saw only FetchPending, so the states that asked
             # stay missing and the next lookup runs the job again.
             raise Unavailable(self._spark_failure(pending.source, err)) from err
-        schema = [a for a, _ in self._require_program().source_schema(pending.source)]
-        positions = [schema.index(c) for c in pending.columns]
+        positions = [[a for a, _ in schema].index(c) for c in pending.columns]
         by_key: dict[Key, list[Tuple_]] = {}
         if len(positions) == 1:
             [p] = positions

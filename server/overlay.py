@@ -8,7 +8,7 @@ tuple, so replaying the operations in epoch order over the snapshot is exact.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 
 from .types import LoggedBatch, SourceChange, Tuple_, Value
 
@@ -35,6 +35,23 @@ class LogTail:
         """Forgets batches at or below `epoch` (they are durable in Parquet now)."""
         self.batches = [b for b in self.batches if b.epoch > epoch]
         self.base = max(self.base, epoch)
+
+    def operations(self, source: str, after: int, through: int) -> Iterator[tuple[Tuple_, int]]:
+        """The logged operations on `source` in epochs (after, through], in order: (tuple,
+        +1) for an insert, (tuple, -1) for a delete (a batch's inserts before its deletes)."""
+        assert after >= self.base, "the tail no longer holds the writes after the snapshot"
+        for batch in self.batches:
+            if batch.epoch <= after:
+                continue
+            if batch.epoch > through:
+                break
+            change: SourceChange | None = batch.changes.get(source)
+            if change is None:
+                continue
+            for t in change.inserts:
+                yield t, 1
+            for t in change.deletes:
+                yield t, -1
 
     def overlay(
         self,

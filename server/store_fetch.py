@@ -47,34 +47,41 @@ def latest_of_table(table: pa.Table, schema: SourceSchema) -> list[Tuple_]:
     """`_latest` over an Arrow table of operations (attributes..., _epoch, _op): the tuples
     whose latest operation inserts, deduplicated by Arrow's hash grouping. Float attributes
     take the row path, where every NaN is one value (as it is to Spark)."""
-    width = len(schema)
-    if table.num_rows == 0:
-        return []
-    if width == 0 or any(t == "float" for _, t in schema):
+    present = latest_columns(table, schema)
+    if present is None:
         rows = list(zip(*(c.to_pylist() for c in table.columns), strict=True))
         return _latest(rows, schema)
+    return list(zip(*(c.to_pylist() for c in present.columns), strict=True))
+
+
+def latest_columns(table: pa.Table, schema: SourceSchema) -> pa.Table | None:
+    """The present tuples as an Arrow table of the attributes (columns `c0`, `c1`, ...), or
+    None when Arrow cannot decide it (a float attribute: NaN; no attribute)."""
+    width = len(schema)
+    if width == 0 or any(t == "float" for _, t in schema):
+        return None
     # Positional names: an attribute may be called anything but the store's own columns.
     names = [f"c{i}" for i in range(width)]
     table = table.rename_columns([*names, "_epoch", "_op"])
     if table.num_rows > 1:
         if pc.all(pc.equal(table.column("_op"), 1)).as_py():
-            table = table.select(names).group_by(names, use_threads=False).aggregate([])
-        else:
-            # The latest operation of a tuple: the largest (epoch, op), an insert winning a
-            # tie (as in `_latest`), as one number; it inserts iff its low bits say +1.
-            stamp = pc.add(
-                pc.multiply(table.column("_epoch"), 4), pc.add(table.column("_op").cast(pa.int64()), 1)
-            )
-            grouped = (
-                table.select(names)
-                .append_column("_stamp", stamp)
-                .group_by(names, use_threads=False)
-                .aggregate([("_stamp", "max")])
-            )
-            table = grouped.filter(pc.equal(pc.bit_wise_and(grouped.column("_stamp_max"), 3), 2))
-    elif table.column("_op")[0].as_py() != 1:
-        return []
-    return list(zip(*(table.column(n).to_pylist() for n in names), strict=True))
+            return table.select(names).group_by(names, use_threads=False).aggregate([])
+        # The latest operation of a tuple: the largest (epoch, op), an insert winning a
+        # tie (as in `_latest`), as one number; it inserts iff its low bits say +1.
+        stamp = pc.add(
+            pc.multiply(table.column("_epoch"), 4), pc.add(table.column("_op").cast(pa.int64()), 1)
+        )
+        grouped = (
+            table.select(names)
+            .append_column("_stamp", stamp)
+            .group_by(names, use_threads=False)
+            .aggregate([("_stamp", "max")])
+        )
+        keep = grouped.filter(pc.equal(pc.bit_wise_and(grouped.column("_stamp_max"), 3), 2))
+        return keep.select(names)
+    if table.num_rows == 1 and table.column("_op")[0].as_py() != 1:
+        return table.select(names).slice(0, 0)
+    return table.select(names)
 
 
 class StoreReads:
@@ -131,6 +138,28 @@ class StoreReads:
         finally:
             if at is None:
                 self.unpin(pin)
+
+    def fetch_columns(
+        self,
+        source: str,
+        columns: Sequence[str],
+        keys: Collection[tuple[Value, ...]],
+        filters: Mapping[str, Value] | None = None,
+        *,
+        at: Pin,
+    ) -> tuple[int, pa.Table | list[Tuple_]]:
+        """`fetch`, answering with an Arrow table of the present tuples (columns `c0`, `c1`,
+        ... in attribute order) where Arrow can decide presence, else with tuples."""
+        snapshot = self._pinned_snapshot(at)
+        frame = self._frame(snapshot, source, tuple(columns), keys, filters or {})
+        schema = snapshot.sources[source].schema
+        if frame is None:
+            return snapshot.version, []
+        table = frame.toArrow()
+        present = latest_columns(table, schema)
+        if present is None:
+            return snapshot.version, latest_of_table(table, schema)
+        return snapshot.version, present
 
     def fetch_frame(
         self,

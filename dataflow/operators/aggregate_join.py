@@ -30,11 +30,11 @@ Contract:
 from __future__ import annotations
 
 import sys
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 
 from ..aggregates import NO_VALUE, GroupState, UserAggregate, make, name, same
 from ..keyed_pair import KeyedPair
-from ..keyed_state import Key, Row
+from ..keyed_state import Key, PackedGroup, Row
 from ..node import EvictCols, Node, project
 from ..zset import ZSet
 
@@ -123,10 +123,16 @@ class AggregateJoin(KeyedPair):
     def _other_present(self, j: Key) -> bool:
         return not self.other_partial or j in self.groups
 
-    def _other_fill(self, j: Key, rows: list[tuple[Row, int]]) -> None:
+    def _other_fill(self, j: Key, rows: Mapping[Row, int]) -> None:
         # Invariant: a fill never overwrites a present group (KeyedState.fill).
         assert j not in self.groups, f"fill of present group {j!r}"
-        self.groups[j] = self._load(rows)
+        if self.value_col is None and type(rows) is PackedGroup and self.function == "count":
+            # A packed group is a set (every weight 1): its count is its size.
+            state = self.new_state()
+            state.add(None, len(rows))
+            self.groups[j] = state
+            return
+        self.groups[j] = self._load(list(rows.items()))
 
     def _other_evict(self, j: Key) -> None:
         self.groups.pop(j, None)

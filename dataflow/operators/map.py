@@ -19,10 +19,10 @@ weight w contributes w to fn(e), so elements that collide add their weights
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Hashable, Sequence
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from typing import TypeVar
 
-from ..keyed_state import Key, Row
+from ..keyed_state import Key, PackedGroup, Row
 from ..node import EvictCols, Node, select_keys
 from ..zset import ZSet
 
@@ -100,6 +100,30 @@ class Map(Node):
             return ZSet()
         rows = map_zset(self.apply, self.inputs[0].query(parent_cols, parent_keys))
         return select_keys(rows, cols, set(keys))
+
+    def query_grouped(self, cols: tuple[int, ...], keys: Collection[Key]) -> dict[Key, Mapping[Row, int]]:
+        """When every output column is a constant or a copy of an asked column (a projection
+        onto the key, as under `count : vote(article_id: I)`), each key's answer is one row,
+        weighted by the size of the input's group: the input's groups are counted, not read."""
+        parent_cols = self.translate(cols)
+        copied = [o.index for o in self.outputs if isinstance(o, Column)]
+        if (
+            len(parent_cols) != len(cols)
+            or any(isinstance(self.outputs[c], Constant) for c in cols)
+            or not set(copied) <= set(parent_cols)
+        ):
+            return super().query_grouped(cols, keys)
+        at = {pc: i for i, pc in enumerate(parent_cols)}
+        parent_of = {key: tuple(key[cols.index(c)] for c in cols) for key in keys}
+        # parent_of's tuples are ordered like `cols`, whose copies are `parent_cols` in order.
+        groups = self.inputs[0].query_grouped(parent_cols, set(parent_of.values()))
+        out: dict[Key, Mapping[Row, int]] = {}
+        for key, parent_key in parent_of.items():
+            group = groups[parent_key]
+            total = len(group) if type(group) is PackedGroup else sum(group.values())
+            row = tuple(o.value if isinstance(o, Constant) else parent_key[at[o.index]] for o in self.outputs)
+            out[key] = {row: total} if total else {}
+        return out
 
     def on_evict(self, port: int, cols: EvictCols, keys: Collection[Key]) -> None:
         """Input columns -> every output column that copies one of them, plus the constant

@@ -12,15 +12,18 @@ Contract:
 - State: the present matching tuples of each key (the key columns' values); a source
   whose key leaves one int column holds a large group as an IntSet of it (keyed_state.py).
 - Missing key: the operation is dropped (the source store keeps it); an upquery
-  for the key fetches the matching tuples present now through the `Fetch` callback.
+  for the key fetches the matching tuples present now through the `Fetch` callback. A
+  fetch may answer in packed form (`PackedRows`), which fills packed groups directly, and
+  `query_grouped` answers with the groups themselves (a count over them builds no row).
 - Full mode: hydrated with one fetch of the whole source (of what the filters select).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 
-from ..keyed_state import Key, KeyedState, Row, RowLayout
+from ..int_set import IntSet
+from ..keyed_state import Key, KeyedState, PackedRows, Row, RowLayout
 from ..node import Fetch, Filters, KeyedNode, group_by_key, matches, project, select_keys
 from ..zset import ZSet
 
@@ -74,19 +77,40 @@ class SourceIndex(KeyedNode):
         for row in self.fetch(self.source, (), [()], self.filters):
             self.state.add(project(row, self.key_cols), row, 1)
 
+    def _fill(self, cols: tuple[int, ...], keys: Collection[Key]) -> None:
+        missing = self.state.missing(keys)
+        if not missing:
+            return
+        names = tuple(self.schema[c] for c in cols)
+        self.metrics.fetches += 1
+        rows = self.fetch(self.source, names, missing, self.filters)
+        layout = self.state.layout
+        if isinstance(rows, PackedRows) and layout is not None and rows.layout.same(layout):
+            # A packed answer fills the packed groups as they are: no row is built.
+            for key in missing:
+                self.state.fill_packed(key, rows.groups.get(key) or IntSet())
+        else:
+            fetched = group_by_key(((tuple(row), 1) for row in rows), cols, missing)
+            for key, got in fetched.items():
+                self.state.fill(key, got)
+        self.metrics.filled_keys += len(missing)
+
+    def query_grouped(self, cols: tuple[int, ...], keys: Collection[Key]) -> dict[Key, Mapping[Row, int]]:
+        if not self.state.partial or cols != self.key_cols:
+            return super().query_grouped(cols, keys)
+        self._fill(cols, keys)
+        out = {}
+        for key in dict.fromkeys(keys):
+            group = self.state.get(key)
+            assert group is not None
+            out[key] = group
+        return out
+
     def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
         if not self.state.partial:
             return select_keys(self.state.as_zset(), cols, keys)
         assert cols == self.key_cols, f"{self.describe()}: query on {cols}, keyed on {self.key_cols}"
-        missing = self.state.missing(keys)
-        if missing:
-            names = tuple(self.schema[c] for c in cols)
-            self.metrics.fetches += 1
-            rows = self.fetch(self.source, names, missing, self.filters)
-            fetched = group_by_key(((tuple(row), 1) for row in rows), cols, missing)
-            for key, rows in fetched.items():
-                self.state.fill(key, rows)
-            self.metrics.filled_keys += len(missing)
+        self._fill(cols, keys)
         out: ZSet[Row] = ZSet()
         for key in dict.fromkeys(keys):
             group = self.state.get(key)

@@ -46,18 +46,21 @@ def _loaded(tmp_path: Path, spark: Any, linger: float = 0.0) -> tuple[Scheduler,
 
 
 def _gated(s: Scheduler) -> tuple[list[tuple[str, int]], threading.Event]:
-    """Holds every job until the returned event is set; records (source, number of keys)
-    per job."""
-    fetch = s.store.fetch
+    """Holds every job (of both kinds of keyed read: tuples, and Arrow columns) until the
+    returned event is set; records (source, number of keys) per job."""
     jobs: list[tuple[str, int]] = []
     release = threading.Event()
 
-    def gated(source: str, columns: Any, keys: Any, *args: Any, **kwargs: Any) -> Any:
-        jobs.append((source, len(keys)))
-        assert release.wait(60)
-        return fetch(source, columns, keys, *args, **kwargs)
+    def gate(fetch: Any) -> Any:
+        def gated(source: str, columns: Any, keys: Any, *args: Any, **kwargs: Any) -> Any:
+            jobs.append((source, len(keys)))
+            assert release.wait(60)
+            return fetch(source, columns, keys, *args, **kwargs)
 
-    s.store.fetch = gated  # type: ignore[method-assign]
+        return gated
+
+    s.store.fetch = gate(s.store.fetch)  # type: ignore[method-assign]
+    s.store.fetch_columns = gate(s.store.fetch_columns)  # type: ignore[method-assign]
     return jobs, release
 
 
@@ -142,7 +145,7 @@ def test_a_failed_job_fails_every_lookup_waiting_on_it_and_the_next_lookup_works
 ) -> None:
     s, votes = _loaded(tmp_path, spark)
     try:
-        fetch = s.store.fetch
+        fetch, fetch_columns = s.store.fetch, s.store.fetch_columns
         release = threading.Event()
         calls: list[str] = []
 
@@ -154,6 +157,7 @@ def test_a_failed_job_fails_every_lookup_waiting_on_it_and_the_next_lookup_works
             return fetch(source, *args, **kwargs)
 
         s.store.fetch = failing  # type: ignore[method-assign]
+        s.store.fetch_columns = failing  # type: ignore[method-assign]
         errors: list[str] = []
 
         def one() -> None:
@@ -174,7 +178,7 @@ def test_a_failed_job_fails_every_lookup_waiting_on_it_and_the_next_lookup_works
             t.join(60)
         assert len(errors) == 5 and all("the disk went away" in e for e in errors), errors
         assert all(e.startswith("Unavailable") for e in errors)
-        s.store.fetch = fetch  # type: ignore[method-assign]
+        s.store.fetch, s.store.fetch_columns = fetch, fetch_columns  # type: ignore[method-assign]
         rows, _ = s.lookup("articleWithVotes", [row(id=3)])
         assert rows == [[{"id": 3, "title": "a3", "votes": votes[3]}]]
         _wait_until(lambda: not s._upquery_versions)
@@ -186,14 +190,17 @@ def test_misses_that_arrive_within_the_linger_share_the_first_job(tmp_path: Path
     s, votes = _loaded(tmp_path, spark, linger=2.0)
     try:
         before = s.counters.spark_jobs
-        fetch = s.store.fetch
         jobs: list[tuple[str, int]] = []
 
-        def counted(source: str, columns: Any, keys: Any, *args: Any, **kwargs: Any) -> Any:
-            jobs.append((source, len(keys)))
-            return fetch(source, columns, keys, *args, **kwargs)
+        def count(fetch: Any) -> Any:
+            def counted(source: str, columns: Any, keys: Any, *args: Any, **kwargs: Any) -> Any:
+                jobs.append((source, len(keys)))
+                return fetch(source, columns, keys, *args, **kwargs)
 
-        s.store.fetch = counted  # type: ignore[method-assign]
+            return counted
+
+        s.store.fetch = count(s.store.fetch)  # type: ignore[method-assign]
+        s.store.fetch_columns = count(s.store.fetch_columns)  # type: ignore[method-assign]
         keys = list(range(10, 30))
         threads, answers = _lookups(s, keys)
         for t in threads:
