@@ -323,6 +323,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
                 def one(k: int) -> None:
                     with Client(server.address) as c:
+                        c.wait_ready(30)  # connected, as a web app's pooled channel is
                         barrier.wait()
                         answers[k] = c.lookup(VIEW, {"id": k})
 

@@ -56,7 +56,8 @@ def _packable(schema: SourceSchema, columns: tuple[str, ...]) -> bool:
 
 
 def _packed(pending: FetchRequest, schema: SourceSchema, version: int, table: pa.Table) -> Prefetched:
-    """A Spark job's Arrow answer split by key, with numpy: each key's values sorted."""
+    """A Spark job's Arrow answer split by key, with numpy: each key's values sorted and
+    without repeats."""
     names = [a for a, _ in schema]
     key_pos = names.index(pending.columns[0])
     value_pos = 1 - key_pos
@@ -64,6 +65,12 @@ def _packed(pending: FetchRequest, schema: SourceSchema, version: int, table: pa
     values = table.column(f"c{value_pos}").to_numpy()
     order = np.lexsort((values, keys))
     keys, values = keys[order], values[order]
+    if len(keys) > 1:  # the table may repeat a tuple: sorted, repeats are neighbours
+        fresh = np.empty(len(keys), dtype=bool)
+        fresh[0] = True
+        np.not_equal(keys[1:], keys[:-1], out=fresh[1:])
+        fresh[1:] |= values[1:] != values[:-1]
+        keys, values = keys[fresh], values[fresh]
     packed: dict[Key, np.ndarray] = {}
     if len(keys):
         uniq, starts = np.unique(keys, return_index=True)

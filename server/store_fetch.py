@@ -54,9 +54,11 @@ def latest_of_table(table: pa.Table, schema: SourceSchema) -> list[Tuple_]:
     return list(zip(*(c.to_pylist() for c in present.columns), strict=True))
 
 
-def latest_columns(table: pa.Table, schema: SourceSchema) -> pa.Table | None:
+def latest_columns(table: pa.Table, schema: SourceSchema, *, dedupe: bool = True) -> pa.Table | None:
     """The present tuples as an Arrow table of the attributes (columns `c0`, `c1`, ...), or
-    None when Arrow cannot decide it (a float attribute: NaN; no attribute)."""
+    None when Arrow cannot decide it (a float attribute: NaN; no attribute). Without
+    `dedupe`, a tuple inserted more than once (and never deleted) may appear more than once:
+    the caller removes repeats itself (a sort does it for free)."""
     width = len(schema)
     if width == 0 or any(t == "float" for _, t in schema):
         return None
@@ -65,6 +67,8 @@ def latest_columns(table: pa.Table, schema: SourceSchema) -> pa.Table | None:
     table = table.rename_columns([*names, "_epoch", "_op"])
     if table.num_rows > 1:
         if pc.all(pc.equal(table.column("_op"), 1)).as_py():
+            if not dedupe:
+                return table.select(names)
             return table.select(names).group_by(names, use_threads=False).aggregate([])
         # The latest operation of a tuple: the largest (epoch, op), an insert winning a
         # tie (as in `_latest`), as one number; it inserts iff its low bits say +1.
@@ -149,14 +153,15 @@ class StoreReads:
         at: Pin,
     ) -> tuple[int, pa.Table | list[Tuple_]]:
         """`fetch`, answering with an Arrow table of the present tuples (columns `c0`, `c1`,
-        ... in attribute order) where Arrow can decide presence, else with tuples."""
+        ... in attribute order) where Arrow can decide presence, else with tuples. The table
+        may repeat a tuple (see `latest_columns`); the tuples never do."""
         snapshot = self._pinned_snapshot(at)
         frame = self._frame(snapshot, source, tuple(columns), keys, filters or {})
         schema = snapshot.sources[source].schema
         if frame is None:
             return snapshot.version, []
         table = frame.toArrow()
-        present = latest_columns(table, schema)
+        present = latest_columns(table, schema, dedupe=False)
         if present is None:
             return snapshot.version, latest_of_table(table, schema)
         return snapshot.version, present

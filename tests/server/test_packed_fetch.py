@@ -40,6 +40,12 @@ def test_a_packed_fill_advanced_by_writes_that_race_its_job(tmp_path: Path, spar
         present.update(first)
         s.lookup("articleWithVotes", [row(id=0)], min_epoch=epoch)  # applied: the flush takes it
         assert s.flush() == epoch
+        # Some votes inserted again (no change to the set) into a second part: the store's
+        # answer repeats them, the index must not.
+        again = [(1, u) for u in range(0, 500, 3)]
+        epoch = s.write([("vote", [row(article_id=a, user_id=u) for a, u in again], [])])
+        s.lookup("articleWithVotes", [row(id=0)], min_epoch=epoch)
+        assert s.flush() == epoch
         fetch_columns = s.store.fetch_columns
         started, release = threading.Event(), threading.Event()
         answered: list[str] = []
