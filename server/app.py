@@ -207,6 +207,20 @@ def serve(
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
+    if os.environ.get("POMOVIEW_TRACEMALLOC"):
+        # Memory debugging: `kill -USR1 <pid>` logs the 25 largest allocation sites.
+        import tracemalloc
+
+        tracemalloc.start(int(os.environ["POMOVIEW_TRACEMALLOC"]))
+
+        def dump(signum: int, frame: object) -> None:
+            snapshot = tracemalloc.take_snapshot()
+            total = sum(stat.size for stat in snapshot.statistics("filename"))
+            log.info("tracemalloc: %d MiB traced", total >> 20)
+            for stat in snapshot.statistics("lineno")[:25]:
+                log.info("tracemalloc: %s", stat)
+
+        signal.signal(signal.SIGUSR1, dump)
     done.wait()
     log.info("shutting down")
     health_servicer.enter_graceful_shutdown()

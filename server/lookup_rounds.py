@@ -76,7 +76,9 @@ def _packed(pending: FetchRequest, schema: SourceSchema, version: int, table: pa
         uniq, starts = np.unique(keys, return_index=True)
         ends = [*starts[1:].tolist(), len(keys)]
         for key, start, end in zip(uniq.tolist(), starts.tolist(), ends, strict=True):
-            packed[(key,)] = values[start:end]
+            # A copy, not a view: a view would keep the whole job's array alive for as long
+            # as any one key's state holds its slice.
+            packed[(key,)] = values[start:end].copy()
     return Prefetched(
         pending.source,
         pending.columns,

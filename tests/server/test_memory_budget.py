@@ -34,27 +34,44 @@ def test_process_rss_is_this_process() -> None:
     del block
 
 
-def test_evicts_only_over_the_budget_and_to_eighty_percent_of_it_in_calibrated_units() -> None:
+def test_evicts_when_the_calibrated_state_passes_the_budget_and_to_eighty_percent_of_it() -> None:
     series = [100 * MIB]
     budget = MemoryBudget(64 * MIB, rss=lambda: series[-1], interval=0)
-    assert budget.to_free(lambda: 10 * MIB) == 0  # nothing grew
-    series.append(150 * MIB)  # +50 MiB, under the budget: calibrates (50 real per 10 estimated)
+    assert budget.to_free(lambda: 10 * MIB) == 0  # 10 MiB estimated, ratio 1: under
+    series.append(130 * MIB)  # +30 MiB real for +10 MiB estimated: ratio (1 + 3) / 2
     assert budget.to_free(lambda: 10 * MIB) == 0
-    assert budget.ratio == 5.0
-    series.append(180 * MIB)  # +80 MiB real, 16 estimated: over; ratio 5
-    need = budget.to_free(lambda: 16 * MIB)
-    assert need == 16 * MIB - int(0.8 * 64 * MIB / 5.0)
-    # Evicted, but RSS stays where it was (freed memory is kept for reuse): the estimate is
-    # now at the target, so nothing more is evicted until the state grows past it again.
-    target = 16 * MIB - need
-    assert budget.to_free(lambda: target) == 0
-    assert budget.to_free(lambda: target + MIB) == MIB
-    assert budget.ratio == 5.0, "no new high: the calibration stands"
+    assert budget.ratio == 2.0
+    series.append(170 * MIB)  # +40 real for +10 estimated: ratio (2 + 4) / 2 = 3; 60 real
+    assert budget.to_free(lambda: 20 * MIB) == 0
+    assert budget.ratio == 3.0
+    series.append(180 * MIB)  # +10 real for +5 estimated: ratio 2.5; 25 x 2.5 = 62.5 real
+    assert budget.to_free(lambda: 25 * MIB) == 0
+    series.append(200 * MIB)  # +20 for +5: ratio 3.25; 30 x 3.25 = 97.5 > 64: evict
+    need = budget.to_free(lambda: 30 * MIB)
+    assert budget.ratio == 3.25
+    assert need == 30 * MIB - int(0.8 * 64 * MIB / 3.25)
 
 
-def test_an_estimate_above_real_memory_does_not_shrink_the_budget() -> None:
-    series = [0]
+def test_rss_that_stays_high_after_an_eviction_does_not_evict_again() -> None:
+    """Freed memory is kept by the allocators: RSS does not fall, and must not be read as
+    state (the spiral that evicts everything while RSS stays put)."""
+    series = [100 * MIB, 300 * MIB]
     budget = MemoryBudget(64 * MIB, rss=lambda: series[-1], interval=0)
-    series.append(100 * MIB)
-    assert budget.to_free(lambda: 400 * MIB) == 400 * MIB - int(0.8 * 64 * MIB)
-    assert budget.ratio == 1.0
+    budget.ratio = 2.0
+    assert budget.to_free(lambda: 40 * MIB) > 0  # 80 MiB real: over
+    for _ in range(5):
+        assert budget.to_free(lambda: 25 * MIB) == 0  # evicted to 50 real; RSS unchanged
+    assert budget.ratio == 2.0
+
+
+def test_the_ratio_stays_within_its_bounds() -> None:
+    series = [0]
+    budget = MemoryBudget(1 << 40, rss=lambda: series[-1], interval=0)
+    series.append(1000 * MIB)  # a huge RSS step for a small estimate: capped at 8
+    budget.to_free(lambda: 2 * MIB)
+    series.append(1001 * MIB)
+    budget.to_free(lambda: 40 * MIB)
+    assert 1.0 <= budget.ratio <= 8.0
+    series.append(1002 * MIB)  # less real than estimated: not below 1
+    budget.to_free(lambda: 400 * MIB)
+    assert budget.ratio >= 1.0
