@@ -18,7 +18,7 @@ def test_a_small_budget_evicts_and_answers_stay_exact(tmp_path: Path) -> None:
     rng = random.Random(7)
     model = VotesModel()
     server = ServerProcess(
-        tmp_path / "data", program=VOTES, flush_interval=0.5, extra_args=["--memory-budget", "2M"]
+        tmp_path / "data", program=VOTES, flush_interval=0.5, extra_args=["--memory-budget", "256K"]
     ).start()
     try:
         with server.client() as db:
@@ -50,7 +50,7 @@ def test_a_small_budget_evicts_and_answers_stay_exact(tmp_path: Path) -> None:
                 )
             stats = db.stats()
             memory = stats["memory"]
-            assert memory["budget"] == 2 << 20
+            assert memory["budget"] == 256 << 10
             assert memory["eviction_rounds"] > 0, memory
             evicted = {s["operator"]: s["evictions"] for s in stats["states"] if s["stateful"]}
             assert sum(evicted.values()) > 0, evicted
