@@ -459,9 +459,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--memory-budget",
         default=None,
         metavar="BYTES",
-        help="evict partial state, least recently used keys first, when the server's memory "
-        "grows past this since start: bytes, or with K, M, G (powers of 1024); default a "
-        "quarter of the machine's memory, printed at start (env POMOVIEW_MEMORY_BUDGET)",
+        help="the most memory partial state may take (its estimated size, calibrated against "
+        "the server's RSS); past it, least recently used keys are evicted: bytes, or with K, M, "
+        "G (powers of 1024); default a quarter of the machine's memory, printed at start (env "
+        "POMOVIEW_MEMORY_BUDGET)",
     )
     p.set_defaults(handler=cmd_serve)
 

@@ -23,12 +23,17 @@ def test_a_flag_wins_over_the_environment_which_wins_over_the_default() -> None:
         "data": ("./data", "default"),
         "store": ("/env/store", "env POMOVIEW_STORE"),
         "spark_master": ("local[3]", "flag"),
+        "memory_budget": ("", "default"),  # "": resolved to a share of the machine at start
     }
     args = parser.parse_args(["serve", "--store", "file:///flag/store", "--data", "d"])
     assert resolve_serve_config(args, env)["store"] == ("file:///flag/store", "flag")
     args = parser.parse_args(["serve"])
     assert resolve_serve_config(args, {"POMOVIEW_STORE": ""})["store"] == ("", "default")
     assert resolve_serve_config(args, {})["spark_master"] == ("local[*]", "default")
+    assert resolve_serve_config(args, {"POMOVIEW_MEMORY_BUDGET": "64M"})["memory_budget"] == (
+        "64M",
+        "env POMOVIEW_MEMORY_BUDGET",
+    )
 
 
 def test_serve_help_documents_each_setting_with_its_variable(
