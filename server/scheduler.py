@@ -45,10 +45,12 @@ from .write_path import WritePath
 
 log = logging.getLogger("pomoview.scheduler")
 
-# How long a new upquery job waits for more misses on its source before it starts: a burst
-# of concurrent misses (a page of 100 lookups) then costs one Spark job per source, for a few
-# milliseconds on a lone miss that takes hundreds.
-UPQUERY_LINGER = 0.01
+# A new upquery job waits for more misses on its source until none has arrived for
+# UPQUERY_LINGER, and at most UPQUERY_MAX_LINGER: a burst of concurrent misses (a page of 100
+# lookups, which reach the dataflow about one per 0.5 ms through gRPC) then costs one Spark
+# job per source, for a few milliseconds on a lone miss that takes a hundred or more.
+UPQUERY_LINGER = 0.02
+UPQUERY_MAX_LINGER = 0.15
 
 __all__ = ["Scheduler", "Stats", "ReaderInfo", "Counters"]
 
@@ -74,6 +76,7 @@ def _refuse_time_features(program: CompiledProgram, filename: str) -> None:
     if diagnostics:
         diagnostics.sort(key=lambda d: (d.position.line, d.position.column))
         raise ProgramError(diagnostics, program.text, filename, unsupported=True)
+
 
 class Scheduler(WritePath, LookupRounds, Flusher):
     def __init__(
@@ -117,7 +120,11 @@ class Scheduler(WritePath, LookupRounds, Flusher):
         self._seq = 0
         # Keyed Spark jobs, one at a time per source channel, shared by concurrent misses.
         self.upquery_jobs = UpqueryJobs(
-            self._run_spark_fetch, self._pin_for_upquery, self._unpin_upquery, linger=UPQUERY_LINGER
+            self._run_spark_fetch,
+            self._pin_for_upquery,
+            self._unpin_upquery,
+            linger=UPQUERY_LINGER,
+            max_linger=UPQUERY_MAX_LINGER,
         )
         self._recover()
 

@@ -147,10 +147,16 @@ def test_writes_during_upqueries_are_neither_lost_nor_counted_twice(tmp_path: Pa
         done = threading.Event()
         errors: list[BaseException] = []
 
+        looked_up = 0
+
         def writer() -> None:
             rng = random.Random(3)
             try:
-                for n in range(150):
+                # At least 150 writes, and on until three lookups have run meanwhile (a slow
+                # first Spark job must not leave the lookups without writes to race).
+                for n in range(5000):
+                    if n >= 150 and looked_up >= 3:
+                        break
                     a = rng.randrange(articles)
                     dels = []
                     with lock:
@@ -176,7 +182,6 @@ def test_writes_during_upqueries_are_neither_lost_nor_counted_twice(tmp_path: Pa
 
         thread = threading.Thread(target=writer)
         thread.start()
-        looked_up = 0
         while not done.is_set() and looked_up < articles:
             s.lookup("articleWithVotes", [row(id=looked_up)])  # a cold key: Spark job, lock released
             looked_up += 1
