@@ -25,7 +25,8 @@ class Recorder:
 
 def _jobs(linger: float, max_linger: float) -> tuple[UpqueryJobs, Recorder]:
     recorder = Recorder()
-    return UpqueryJobs(recorder.run, lambda: None, lambda pin: None, linger=linger, max_linger=max_linger), recorder
+    jobs = UpqueryJobs(recorder.run, lambda: None, lambda pin: None, linger=linger, max_linger=max_linger)
+    return jobs, recorder
 
 
 def _miss(jobs: UpqueryJobs, key: int) -> Any:
