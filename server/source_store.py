@@ -383,6 +383,7 @@ class SourceStore(StoreReads):
                 epochs=(epoch, epoch),
                 rows=None,
                 compacted=False,
+                inserts_only=True,
             )
             sources = dict(current.sources)
             parts = state.parts if part is None else (*state.parts, part)
@@ -403,6 +404,7 @@ class SourceStore(StoreReads):
         epochs: tuple[int, int],
         rows: int | None,
         compacted: bool,
+        inserts_only: bool = False,
     ) -> _Part | None:
         """Write `ops` (attributes, _epoch, _op; partitioned so that a bucket is in one Spark
         partition, for one file per bucket) as part `name`, bucketed by `cluster`, renamed into
@@ -436,7 +438,7 @@ class SourceStore(StoreReads):
         fs.rename(tmp, target)
         fs.sync_dir(folder)
         fs.sync_dir(self._root)
-        return _Part(name, cluster, buckets, files, epochs, rows, compacted)
+        return _Part(name, cluster, buckets, files, epochs, rows, compacted, inserts_only or compacted)
 
     def _flatten(self, tmp: str) -> tuple[tuple[int, str], ...]:
         """Move the files Spark wrote under `<_BUCKET_DIR>=<b>/` up as `b<b>-<i>.parquet`; drop
@@ -576,6 +578,7 @@ class SourceStore(StoreReads):
                         epochs=(int(info["epochs"][0]), int(info["epochs"][1])),
                         rows=None if info["rows"] is None else int(info["rows"]),
                         compacted=bool(info["compacted"]),
+                        inserts_only=bool(info.get("inserts_only", info["compacted"])),
                     )
                 )
             cluster = entry.get("cluster")

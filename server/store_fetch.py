@@ -164,11 +164,22 @@ class StoreReads:
         ... in attribute order) where Arrow can decide presence, else with tuples. The table
         may repeat a tuple (see `latest_columns`); the tuples never do."""
         snapshot = self._pinned_snapshot(at)
-        frame = self._frame(snapshot, source, tuple(columns), keys, filters or {})
-        schema = snapshot.sources[source].schema
+        state = self._state(snapshot, source)
+        schema = state.schema
+        # Parts whose every row inserts need no stamps: the present tuples are their rows.
+        # Spark converts rows to Arrow one at a time, so two columns fewer is most of the
+        # cost of a hot key (247,000 votes: 0.43 -> ... s).
+        bare = (
+            bool(schema)
+            and all(t != "float" for _, t in schema)
+            and all(p.inserts_only for p in state.parts)
+        )
+        frame = self._frame(snapshot, source, tuple(columns), keys, filters or {}, stamps=not bare)
         if frame is None:
             return snapshot.version, []
         table = frame.toArrow()
+        if bare:
+            return snapshot.version, table.rename_columns([f"c{i}" for i in range(len(schema))])
         present = latest_columns(table, schema, dedupe=False)
         if present is None:
             return snapshot.version, latest_of_table(table, schema)
@@ -201,7 +212,10 @@ class StoreReads:
         columns: tuple[str, ...],
         keys: Collection[tuple[Value, ...]],
         filters: Mapping[str, Value],
+        stamps: bool = True,
     ) -> DataFrame | None:
+        """The operations of `source` a fetch reads (attributes, _epoch, _op); without
+        `stamps`, the attributes alone."""
         state = self._state(snapshot, source)
         types = dict(state.schema)
         for c in (*columns, *filters):
@@ -265,7 +279,7 @@ class StoreReads:
                     F.lit(compacted_through).cast(LongType()).alias("_epoch"),
                     F.lit(1).cast(ByteType()).alias("_op"),
                 ]
-            frames.append(df.select(*(_col(a) for a, _ in state.schema), *stamp))
+            frames.append(df.select(*(_col(a) for a, _ in state.schema), *(stamp if stamps else ())))
         if not frames:
             return None
         df = functools.reduce(DataFrame.unionAll, frames)

@@ -82,6 +82,9 @@ class _Part:
     epochs: tuple[int, int]  # the first and last epoch it may hold
     rows: int | None  # at most this many rows; None if not known
     compacted: bool
+    # Every row inserts (a bulk load, a compaction): a fetch that reads only such parts needs
+    # no `_epoch` or `_op` to decide what is present, only to drop repeats.
+    inserts_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -329,4 +332,5 @@ def _part_doc(part: _Part) -> dict[str, Any]:
         "epochs": list(part.epochs),
         "rows": part.rows,
         "compacted": part.compacted,
+        "inserts_only": part.inserts_only,
     }
