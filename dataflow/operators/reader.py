@@ -32,6 +32,10 @@ class Reader(KeyedNode):
         # key -> (the group object it was encoded from, its encoding); valid while the state
         # still holds that very object for the key.
         self.wire: dict[Key, tuple[object, bytes]] = {}
+        # The eviction marks a read sets: those of this state and of the partial states in
+        # `upstream`, cached for the lock-free read path (one set add each per key read).
+        self._marks: list[set[Key]] = []
+        self._marks_of: list[KeyedState] | None = None
 
     def on_delta(self, port: int, delta: ZSet[Row]) -> ZSet[Row]:
         by_key: dict[Key, list[tuple[Row, int]]] = {}
@@ -70,9 +74,13 @@ class Reader(KeyedNode):
         else:
             data = encode(list(self.state.view_of(key, stored)))
             self.wire[key] = (stored, data)
-        self.state.touch(key)
-        for state in self.upstream:
-            state.touch(key)
+        if self._marks_of is not self.upstream:
+            self._marks = [s.hot for s in (self.state, *self.upstream) if s.partial]
+            self._marks_of = self.upstream
+        # As `touch` on each state, but without its presence test upstream: a mark on a key a
+        # state lacks is dropped, unused, at its next sweep.
+        for marks in self._marks:
+            marks.add(key)
         return data
 
     def missing(self, keys: Sequence[Key]) -> list[Key]:
