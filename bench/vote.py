@@ -18,8 +18,11 @@ alternated with the Spark query; the hottest key (id 1) cold against the Spark q
 concurrent cold misses (100 client threads, distinct keys) against one 100-key Spark query;
 the hottest keys warmed (bytes per held vote from RSS growth); warm hits at 1 and at 100 keys
 per RPC from 4 client threads, alternated with echo (pomoview, echo, pomoview, echo...),
-medians of `--reps`; 50 answers checked against numpy; and a second server with
-`--memory-budget 64M` under Zipf reads over every id for `--budget-seconds`, RSS every 5 s.
+medians of `--reps`; 50 answers checked against numpy; then three servers in turn under Zipf
+reads over every id for `--budget-seconds` each, RSS every 5 s: `--memory-budget 64M`, and
+Noria's comparison of partial state under a 256 MiB limit against `--full-state`: the same
+open-loop load (`--noria-rate` keys/s, one key per RPC) on each, measured after as long a
+warm-up; memory as RSS growth over the reads, with the throughput and latency each reached.
 One table at the end.
 """
 
@@ -241,6 +244,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "--budget-seconds", type=float, default=None, help="seconds of reads under the budget"
     )
     parser.add_argument("--budget", default="64M", help="the memory budget of the last phase")
+    parser.add_argument(
+        "--noria-rate",
+        type=float,
+        default=500.0,
+        help="keys/s offered (open loop, one key per RPC) to partial and full state (at 1,000 "
+        "the partial server's misses keep Spark busy enough to starve its hits of CPU on 2 cores)",
+    )
     args = parser.parse_args(argv)
     small = args.scale < 0.1
     cold_n = args.cold or (5 if small else 20)
@@ -284,6 +294,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     k = next(take)
                     db.lookup(VIEW, {"id": k})
                     peer.query([next(take)])
+                # ... and their many-key paths (an IN list of 100 keys), on keys no one reads.
+                db.lookup_many(VIEW, [{"id": next(take)} for _ in range(concurrent_n)])
+                peer.query([next(take) for _ in range(concurrent_n)])
+                # ... and a large answer (id 2: about half the hottest key's votes): the peer's
+                # JVM has compiled its scan loops over whole files; ours, only small answers.
+                db.lookup(VIEW, {"id": 2})
                 # Cold single misses, alternated with the Spark query.
                 ours, theirs = [], []
                 for _ in range(cold_n):
@@ -360,7 +376,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     got_many = db.lookup_many(VIEW, [{"id": int(k)} for k in hot_keys[i : i + 100]])
                     assert got_many[0] == w.answer(int(hot_keys[i]))
                 grown = rss(pid) - before_rss
-                held = int(w.counts[1 : warm_n + 1].sum())
+                # Ids 1 and 2 were read before: their votes are held already.
+                held = int(w.counts[3 : warm_n + 1].sum())
                 stats = db.stats()
                 memory = stats["memory"]
                 out["warm"] = {
@@ -414,67 +431,134 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             if echo is not None:
                 echo.stop()
             server.stop()
-        out["budget"] = run_budget(tmp, args.budget, budget_seconds, w, out)
+        out["budget"] = run_reads(
+            tmp, f"budget {args.budget}", ["--memory-budget", args.budget], budget_seconds, w
+        )
+        # Noria's comparison (thesis, vote benchmark): partial state under a 256 MiB limit
+        # against full state, at the throughput each reaches on the same reads, each measured
+        # after as long a warm-up.
+        noria = {"warm": budget_seconds, "rate": args.noria_rate}
+        out["noria_partial"] = run_reads(
+            tmp, "partial, budget 256M", ["--memory-budget", "256M"], budget_seconds, w, **noria
+        )
+        out["noria_full"] = run_reads(tmp, "full state", ["--full-state"], budget_seconds, w, **noria)
     print_table(out, args)
     return out
 
 
-def run_budget(tmp: Path, budget: str, seconds: float, w: Workload, out: dict[str, Any]) -> dict[str, Any]:
-    """A server over the same data with `--memory-budget`, under Zipf reads over every id."""
-    server = ServerProcess(
-        tmp / "data", program=VOTES, flush_interval=5.0, extra_args=["--memory-budget", budget]
-    )
+def run_reads(
+    tmp: Path,
+    label: str,
+    extra_args: list[str],
+    seconds: float,
+    w: Workload,
+    warm: float = 0.0,
+    rate: float | None = None,
+) -> dict[str, Any]:
+    """A server over the same data, started with `extra_args`, under Zipf reads over every id
+    for `warm` seconds, then `seconds` more, measured: keys read per second in those, RSS
+    every 5 s, errors, answers checked against numpy (the first key of every RPC).
+
+    Closed loop (`rate` None): 4 clients asking 20 keys per RPC, each as fast as answered.
+    Open loop (`rate` keys/s, as Noria's load generator): after a closed-loop warm-up of
+    one key per RPC from 256 workers, one key per RPC, the i-th sent at i / rate seconds
+    from the end of the warm-up by whichever worker is free, its latency counted from then,
+    so a server that falls behind shows it in its throughput and latency, not by being
+    asked less."""
+    server = ServerProcess(tmp / "data", program=VOTES, flush_interval=5.0, extra_args=extra_args)
     server.start()
     pid = server.process.pid  # type: ignore[union-attr]
     samples: list[tuple[float, int, int]] = []
     try:
-        with server.client() as db:
-            db.lookup(VIEW, {"id": 2})  # the reader and Spark up
+        with Client(server.address, timeout=3600) as db:
             start_rss = rss(pid)
+            # The reader and Spark up (under --full-state, the whole view is built here).
+            first_s, _ = timed(lambda: db.lookup(VIEW, {"id": 2}))
             stop = threading.Event()
             errors: list[str] = []
+            workers = 4 if rate is None else 256
+            reads = [0] * workers
+            latencies: list[tuple[float, float]] = []  # (answered at, seconds), open loop only
+            slots = iter(range(1 << 62))
+            slot_lock = threading.Lock()
+            paced = threading.Event()  # set when the open loop starts, after the warm-up
+            t0 = [0.0]
 
-            def reader(seed: int) -> None:
+            def check(c: Client, ks: np.ndarray, n: int) -> None:
+                try:
+                    got = c.lookup_many(VIEW, [{"id": int(k)} for k in ks])
+                except Exception as err:  # noqa: BLE001 (reported in the table)
+                    errors.append(repr(err))
+                    return
+                reads[n] += len(ks)
+                k = int(ks[0])
+                if got[0] != w.answer(k):
+                    errors.append(f"wrong answer for {k}: {got[0]}")
+
+            def reader(n: int) -> None:
+                rng = np.random.default_rng(1000 + n)
                 with Client(server.address, timeout=120) as c:
                     while not stop.is_set():
-                        ks = w.zipf(20)
-                        try:
-                            got = c.lookup_many(VIEW, [{"id": int(k)} for k in ks])
-                        except Exception as err:  # noqa: BLE001 (reported in the table)
-                            errors.append(repr(err))
+                        if rate is None:
+                            check(c, np.searchsorted(w.cdf, rng.random(20), side="right") + 1, n)
                             continue
-                        k = int(ks[0])
-                        if got[0] != w.answer(k):
-                            errors.append(f"wrong answer for {k}: {got[0]}")
+                        if not paced.is_set():  # warm-up: closed loop, so no backlog builds
+                            check(c, np.searchsorted(w.cdf, rng.random(1), side="right") + 1, n)
+                            continue
+                        with slot_lock:
+                            due = t0[0] + next(slots) / rate
+                        pause = due - time.monotonic()
+                        if pause > 0:
+                            time.sleep(pause)
+                        if stop.is_set():
+                            return
+                        check(c, np.searchsorted(w.cdf, rng.random(1), side="right") + 1, n)
+                        done = time.monotonic()
+                        latencies.append((done, done - due))
 
-            threads = [threading.Thread(target=reader, args=(s,)) for s in range(4)]
+            threads = [threading.Thread(target=reader, args=(n,)) for n in range(workers)]
             for t in threads:
                 t.start()
-            started = time.monotonic()
+            time.sleep(warm)
+            warm_reads = sum(reads)
+            started = t0[0] = time.monotonic()
+            paced.set()
             while time.monotonic() - started < seconds:
                 time.sleep(min(5.0, seconds))
                 samples.append((time.monotonic() - started, rss(pid), jvm_rss(pid)))
                 print(
-                    f"  [budget {budget}, {samples[-1][0]:.0f} s] python {samples[-1][1] / MIB:.0f} MiB, "
-                    f"jvm {samples[-1][2] / MIB:.0f} MiB",
+                    f"  [{label}, {samples[-1][0]:.0f} s] python {samples[-1][1] / MIB:.0f} MiB, "
+                    f"jvm {samples[-1][2] / MIB:.0f} MiB, {sum(reads):,} keys read",
                     flush=True,
                 )
+            wall = time.monotonic() - started
+            measured = sum(reads) - warm_reads
             stop.set()
             for t in threads:
                 t.join()
-            memory = db.stats()["memory"]
+            stats = db.stats()
+            memory = stats["memory"]
     finally:
         server.stop()
-    peak = max(s[1] for s in samples)
+    states = stats["states"]  # type: ignore[index]
+    window = [dt for done, dt in latencies if started <= done < started + wall]
     return {
-        "budget": memory["budget"],
+        "label": label,
+        "budget": memory["budget"],  # type: ignore[index]
         "start_rss": start_rss,
         "baseline_rss": memory["baseline_rss_bytes"],  # type: ignore[index]
-        "peak_rss": peak,
+        "peak_rss": max(s[1] for s in samples),
         "end_rss": samples[-1][1],
         "rounds": memory["eviction_rounds"],  # type: ignore[index]
         "errors": len(errors),
         "first_error": errors[0] if errors else "",
+        "first_lookup_s": first_s,
+        "keys_per_s": measured / wall,
+        "offered": rate,
+        "p50": pct(window, 0.5) if window else 0.0,
+        "p99": pct(window, 0.99) if window else 0.0,
+        "state_bytes": sum(int(n["bytes"]) for n in states),  # type: ignore[index, arg-type]
+        "evictions": sum(int(n["evictions"]) for n in states),  # type: ignore[index, arg-type]
     }
 
 
@@ -482,6 +566,9 @@ def print_table(out: dict[str, Any], args: argparse.Namespace) -> None:
     cold, hot, conc, warm, hits, budget = (
         out[k] for k in ("cold", "hot", "concurrent", "warm", "hits", "budget")
     )
+    # State memory: the server's RSS growth over its reads (from before its first lookup).
+    partial_mem = max(1, out["noria_partial"]["peak_rss"] - out["noria_partial"]["start_rss"])
+    full_mem = max(1, out["noria_full"]["peak_rss"] - out["noria_full"]["start_rss"])
     rows = [
         ("load (rows/s)", f"{out['load_rows_per_s']:,.0f}", "", "", ""),
         (
@@ -540,6 +627,23 @@ def print_table(out: dict[str, Any], args: argparse.Namespace) -> None:
             "",
             f"{budget['rounds']} evictions, {budget['errors']} errors",
             "<= budget + fixed",
+        ),
+        *(
+            (
+                f"{r['offered']:,.0f} keys/s offered, {r['label']}",
+                f"{r['keys_per_s']:,.0f} keys/s",
+                f"RSS +{(r['peak_rss'] - r['start_rss']) / MIB:.0f} MiB",
+                f"p50 {r['p50'] * 1000:.1f} ms, p99 {r['p99'] * 1000:.0f} ms",
+                f"state {r['state_bytes'] / MIB:.0f} MiB est., {r['errors']} errors",
+            )
+            for r in (out["noria_partial"], out["noria_full"])
+        ),
+        (
+            "partial / full (Noria: 0.28x memory)",
+            f"{partial_mem / full_mem:.2f}x memory",
+            f"{out['noria_partial']['keys_per_s'] / out['noria_full']['keys_per_s']:.2f}x throughput",
+            f"full state's first lookup {out['noria_full']['first_lookup_s']:.1f} s",
+            "< 0.28x memory",
         ),
         ("answers checked vs numpy", f"{out['checked']}", "", "", ""),
     ]

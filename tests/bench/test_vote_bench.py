@@ -23,4 +23,7 @@ def test_the_vote_benchmark_runs_at_scale_one_hundredth() -> None:
     assert all(out["hits"][per]["ours"] > 0 and out["hits"][per]["echo"] > 0 for per in (1, 100))
     assert out["budget"]["errors"] == 0, out["budget"]["first_error"]
     assert out["budget"]["peak_rss"] > 0
+    for run in (out["noria_partial"], out["noria_full"]):  # partial under 256 MiB, full state
+        assert run["errors"] == 0, run["first_error"]
+        assert run["keys_per_s"] > 0 and run["state_bytes"] > 0
     assert {name for name, _, _ in out["phases"]} >= {"loaded", "warmed", "warm hits"}
