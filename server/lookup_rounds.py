@@ -316,8 +316,9 @@ class LookupRounds(SchedulerState):
         if not keys:
             return relation, (), []
         key_attrs = tuple(keys[0])
+        named = set(key_attrs)
         for i, key in enumerate(keys):
-            if set(key) != set(key_attrs):
+            if key.keys() != named:
                 raise InvalidArgument(f"keys[{i}] names {sorted(key)}, keys[0] names {sorted(key_attrs)}")
         unknown = [a for a in key_attrs if a not in relation.attributes]
         if unknown:
@@ -325,10 +326,16 @@ class LookupRounds(SchedulerState):
                 f"{view!r} has no attribute {', '.join(unknown)} (it has {', '.join(relation.attributes)})"
             )
         key_attrs = tuple(a for a in relation.attributes if a in key_attrs)
-        key_tuples = [
-            tuple(_coerce(k[a], relation.types[a], f"keys[{i}].{a}") for a in key_attrs)
-            for i, k in enumerate(keys)
-        ]
+        typed = [(a, relation.types[a]) for a in key_attrs]
+        key_tuples = []
+        for i, k in enumerate(keys):
+            values = []
+            for a, t in typed:
+                kind, raw = k[a]
+                # Hits come here for every key of every read: the message of a bad key is
+                # only formatted for a bad key.
+                values.append(raw if kind == t else _coerce(k[a], t, f"keys[{i}].{a}"))
+            key_tuples.append(tuple(values))
         return relation, key_attrs, key_tuples
 
     def hits(
