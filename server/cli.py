@@ -1,7 +1,8 @@
 """The `pomoview` command line: `serve`, `install`, `write`, `lookup`, `load`, `stats`.
 
-Only the standard library and `pomoview.client` are imported at module level: a
-client-only install has no pyspark or lark, and `serve` imports the server lazily.
+Only the standard library, `pomoview.client` and `pomoview.server.security` (grpc and the
+standard library) are imported at module level: a client-only install has no pyspark or
+lark, and `serve` imports the server lazily.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import TextIO
 
 from pomoview.client import Cid, Client, PomoviewError, Unavailable
 from pomoview.client.values import dict_to_row
+from pomoview.server import security
 
 DEFAULT_ADDRESS = "127.0.0.1:7878"
 
@@ -169,6 +171,9 @@ SERVE_ENV: dict[str, tuple[str, str]] = {
     "store": ("POMOVIEW_STORE", ""),
     "spark_master": ("POMOVIEW_SPARK_MASTER", "local[*]"),
     "memory_budget": ("POMOVIEW_MEMORY_BUDGET", ""),  # "": a quarter of the machine's memory
+    "tls_cert": ("POMOVIEW_TLS_CERT", ""),  # "": no TLS
+    "tls_key": ("POMOVIEW_TLS_KEY", ""),
+    "tls_client_ca": ("POMOVIEW_TLS_CLIENT_CA", ""),  # "": client certificates not asked for
 }
 
 
@@ -217,6 +222,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"pomoview: {where}: {err}", file=sys.stderr)
         return 2
     config["memory_budget"] = (str(budget), budget_origin)
+    try:
+        server_security = security.server_security(
+            token_file=args.token_file,
+            tls_cert=config.pop("tls_cert"),
+            tls_key=config.pop("tls_key"),
+            tls_client_ca=config.pop("tls_client_ca"),
+            insecure=args.insecure,
+            environ=os.environ,
+        )
+    except security.SecurityConfigError as err:
+        print(f"pomoview: {err}", file=sys.stderr)
+        return 2
     serve(
         data_dir=Path(config["data"][0]),
         host=args.host,
@@ -227,6 +244,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         store=config["store"][0] or None,
         full_state=args.full_state or os.environ.get("POMOVIEW_FULL_STATE", "") not in ("", "0"),
         memory_budget=budget,
+        security=server_security,
         origins={name: origin for name, (_, origin) in config.items()},
     )
     return 0
@@ -437,7 +455,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="Spark master URL, e.g. local[4] or spark://host:7077 "
         "(env POMOVIEW_SPARK_MASTER, default local[*])",
     )
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default %(default)s)")
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on; one beyond loopback needs a token, client certificates or "
+        "--insecure (default %(default)s)",
+    )
     p.add_argument(
         "--port", type=int, default=7878, help="port to listen on; 0 picks a free one (default %(default)s)"
     )
@@ -464,6 +487,7 @@ def build_parser() -> argparse.ArgumentParser:
         "G (powers of 1024); default a quarter of the machine's memory, printed at start (env "
         "POMOVIEW_MEMORY_BUDGET)",
     )
+    security.add_serve_flags(p)
     p.set_defaults(handler=cmd_serve)
 
     p = sub.add_parser("install", parents=[client_opts], help="install a program")
