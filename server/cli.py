@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TextIO
 
-from pomoview.client import Cid, Client, PomoviewError, Unavailable
+from pomoview.client import Cid, Client, PomoviewError, Unauthenticated, Unavailable
 from pomoview.client.values import dict_to_row
 from pomoview.server import security
 
@@ -250,6 +250,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _client(args: argparse.Namespace) -> Client:
+    try:
+        options = security.client_options(args.token_file, args.tls_ca, os.environ)
+    except security.SecurityConfigError as err:
+        raise UsageError(str(err)) from None
+    return Client(args.address, **options)
+
+
 def cmd_install(args: argparse.Namespace) -> int:
     """Installs a program file and prints its relations."""
     path = Path(args.file)
@@ -257,7 +265,7 @@ def cmd_install(args: argparse.Namespace) -> int:
         text = path.read_text()
     except OSError as err:
         raise UsageError(f"cannot read {path}: {err.strerror}") from None
-    with Client(args.address) as db:
+    with _client(args) as db:
         relations = db.install(text, filename=str(path))
     for rel in relations:
         print(format_relation(rel))
@@ -272,7 +280,7 @@ def cmd_write(args: argparse.Namespace) -> int:
         more_inserts, more_deletes = read_changes_file(Path(args.file))
         inserts += more_inserts
         deletes += more_deletes
-    with Client(args.address) as db:
+    with _client(args) as db:
         epoch = db.write(args.source, insert=inserts, delete=deletes)
     print(f"epoch {epoch}")
     return 0
@@ -281,7 +289,7 @@ def cmd_write(args: argparse.Namespace) -> int:
 def cmd_lookup(args: argparse.Namespace) -> int:
     """Prints the rows matching a key, one JSON line each, in a deterministic order."""
     key = parse_key(args.key)
-    with Client(args.address) as db:
+    with _client(args) as db:
         rows = db.lookup(args.view, key, min_epoch=args.min_epoch)
     for line in sorted(row_to_json(r) for r in rows):
         print(line)
@@ -335,7 +343,7 @@ def cmd_load(args: argparse.Namespace) -> int:
         options["header"] = "false"
     bar = ProgressBar(sys.stderr)
     try:
-        with Client(args.address) as db:
+        with _client(args) as db:
             rows, epoch = db.load(
                 args.source, args.file, format=args.format, options=options, progress=bar.update
             )
@@ -347,7 +355,7 @@ def cmd_load(args: argparse.Namespace) -> int:
 
 def cmd_stats(args: argparse.Namespace) -> int:
     """Prints the server's counters and a table of its dataflow's states (or JSON)."""
-    with Client(args.address) as db:
+    with _client(args) as db:
         stats = db.stats()
     if args.json:
         print(json.dumps(stats, indent=2, sort_keys=True))
@@ -423,6 +431,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=os.environ.get("POMOVIEW_ADDRESS", DEFAULT_ADDRESS),
         help="server host:port (env POMOVIEW_ADDRESS, default %(default)s)",
     )
+    security.add_client_flags(client_opts)
 
     p = sub.add_parser(
         "serve",
@@ -574,6 +583,12 @@ def main(argv: list[str] | None = None) -> int:
             )
         else:
             print(f"error: {err.code.name}: {err}", file=sys.stderr)
+        return 1
+    except Unauthenticated as err:
+        print(
+            f"error: {err.code.name}: {err} (give the token with --token-file FILE or {security.TOKEN_ENV})",
+            file=sys.stderr,
+        )
         return 1
     except PomoviewError as err:
         print(f"error: {err.code.name}: {err}", file=sys.stderr)

@@ -12,6 +12,7 @@ import argparse
 import hmac
 import ipaddress
 import logging
+import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -227,6 +228,33 @@ class TokenInterceptor(grpc.ServerInterceptor):
                 message = "wrong token: the bearer token does not match this server's"
         log.warning("rejected %s: %s", method, message.split(":")[0])
         return _rejecting_handler(continuation(handler_call_details), message)
+
+
+def client_options(token_file: str | None, tls_ca: str | None, environ: Mapping[str, str]) -> dict[str, Any]:
+    """`Client` keyword arguments for the CLI's client commands: the token (`--token-file`,
+    else `POMOVIEW_TOKEN`) and, with `--tls-ca`, TLS verified against that root."""
+    token, _origin = resolve_token(token_file, environ)
+    options: dict[str, Any] = {"token": token}
+    if tls_ca:
+        options["root_certificates"] = read_pem(tls_ca, "CA certificate", "CERTIFICATE")
+    return options
+
+
+def add_client_flags(parser: argparse.ArgumentParser) -> None:
+    """The client commands' token and TLS flags; defaults read the environment now."""
+    parser.add_argument(
+        "--token-file",
+        default=None,
+        metavar="FILE",
+        help=f"file holding the server's token (else env {TOKEN_ENV}, the token itself)",
+    )
+    parser.add_argument(
+        "--tls-ca",
+        default=os.environ.get("POMOVIEW_TLS_CA") or None,
+        metavar="FILE",
+        help="connect with TLS, trusting the server certificate this CA (PEM) signed "
+        "(env POMOVIEW_TLS_CA; default plaintext)",
+    )
 
 
 def add_serve_flags(parser: argparse.ArgumentParser) -> None:
