@@ -209,12 +209,19 @@ def serve(
         (service_name, health.SERVICE_NAME, reflection.SERVICE_NAME), server
     )
     credentials = security.server_credentials()
-    if credentials is None:
-        bound = server.add_insecure_port(f"{host}:{port}")
-    else:
-        bound = server.add_secure_port(f"{host}:{port}", credentials)
+    try:
+        if credentials is None:
+            bound = server.add_insecure_port(f"{host}:{port}")
+        else:
+            bound = server.add_secure_port(f"{host}:{port}", credentials)
+    except RuntimeError:  # grpc raises where it used to return 0
+        bound = 0
     if bound == 0:
-        print(f"pomoview: cannot listen on {host}:{port}", file=sys.stderr)
+        # grpc checks the key against the certificate only here, with nothing but "failed to bind".
+        hint = " (is --tls-key the private key of --tls-cert?)" if credentials is not None else ""
+        print(f"pomoview: cannot listen on {host}:{port}{hint}", file=sys.stderr)
+        scheduler.stop()
+        spark.stop()
         raise SystemExit(1)
     server.start()
     for name in ("", service_name):
