@@ -9,6 +9,7 @@ from .errors import (
     NotFound,
     OutOfRange,
     PomoviewError,
+    Unauthenticated,
     Unavailable,
 )
 from .values import Cid
@@ -23,5 +24,6 @@ __all__ = [
     "NotFound",
     "OutOfRange",
     "PomoviewError",
+    "Unauthenticated",
     "Unavailable",
 ]

@@ -15,6 +15,7 @@ from pomoview.proto.pomoview.v1 import view_service_pb2 as pb
 from pomoview.proto.pomoview.v1 import view_service_pb2_grpc as pb_grpc
 
 from . import messages
+from .auth import auth_metadata, channel_credentials
 from .errors import Unavailable, from_rpc_error
 
 _Resp = TypeVar("_Resp")
@@ -33,13 +34,20 @@ class AsyncClient:
         *,
         timeout: float | None = 60.0,
         credentials: grpc.ChannelCredentials | None = None,
+        token: str | None = None,
+        tls: bool = False,
+        root_certificates: bytes | None = None,
+        private_key: bytes | None = None,
+        certificate_chain: bytes | None = None,
     ) -> None:
         self.address = address
         self.timeout = timeout
-        if credentials is None:
+        self._metadata = auth_metadata(token)
+        creds = channel_credentials(credentials, tls, root_certificates, private_key, certificate_chain)
+        if creds is None:
             self._channel = grpc.aio.insecure_channel(address)
         else:
-            self._channel = grpc.aio.secure_channel(address, credentials)
+            self._channel = grpc.aio.secure_channel(address, creds)
         self._stub = pb_grpc.ViewServiceStub(self._channel)
 
     async def __aenter__(self) -> AsyncClient:
@@ -59,7 +67,7 @@ class AsyncClient:
 
     async def _call(self, method: Callable[..., Awaitable[_Resp]], request: Any) -> _Resp:
         try:
-            return await method(request, timeout=self.timeout)
+            return await method(request, timeout=self.timeout, metadata=self._metadata)
         except grpc.RpcError as err:
             raise from_rpc_error(err) from err
 
@@ -132,7 +140,7 @@ class AsyncClient:
         """Bulk-imports a file into `source` as one epoch; returns (rows, epoch). As
         `Client.load`; `progress` is a plain function, called on the event loop."""
         request = messages.load_request(source, path, format, options)
-        call = self._stub.Load(request, timeout=timeout)
+        call = self._stub.Load(request, timeout=timeout, metadata=self._metadata)
         try:
             async for msg in call:
                 if msg.HasField("done"):

@@ -13,6 +13,7 @@ from pomoview.proto.pomoview.v1 import view_service_pb2 as pb
 from pomoview.proto.pomoview.v1 import view_service_pb2_grpc as pb_grpc
 
 from . import messages
+from .auth import auth_metadata, channel_credentials
 from .errors import Unavailable, from_rpc_error
 
 _Resp = TypeVar("_Resp")
@@ -23,7 +24,13 @@ class Client:
 
     `timeout` is the per-call deadline in seconds (None: wait forever). Every RPC
     failure is raised as a `PomoviewError` subclass chosen by its status code.
-    `credentials`, when given, makes the channel TLS.
+
+    `token` is sent on every call as `authorization: Bearer <token>` (a server started with
+    a token answers calls without it with `Unauthenticated`). `tls=True` makes the channel
+    TLS, verified against the system's roots or `root_certificates` (PEM bytes, which imply
+    TLS); `private_key` and `certificate_chain` (PEM) add a client certificate, for a
+    server that requires one. `credentials` (a ready `grpc.ChannelCredentials`) is the
+    alternative to those TLS options.
     """
 
     def __init__(
@@ -32,13 +39,20 @@ class Client:
         *,
         timeout: float | None = 60.0,
         credentials: grpc.ChannelCredentials | None = None,
+        token: str | None = None,
+        tls: bool = False,
+        root_certificates: bytes | None = None,
+        private_key: bytes | None = None,
+        certificate_chain: bytes | None = None,
     ) -> None:
         self.address = address
         self.timeout = timeout
-        if credentials is None:
+        self._metadata = auth_metadata(token)
+        creds = channel_credentials(credentials, tls, root_certificates, private_key, certificate_chain)
+        if creds is None:
             self._channel = grpc.insecure_channel(address)
         else:
-            self._channel = grpc.secure_channel(address, credentials)
+            self._channel = grpc.secure_channel(address, creds)
         self._stub = pb_grpc.ViewServiceStub(self._channel)
 
     def __enter__(self) -> Client:
@@ -58,7 +72,7 @@ class Client:
 
     def _call(self, method: Callable[..., _Resp], request: Any) -> _Resp:
         try:
-            return method(request, timeout=self.timeout)
+            return method(request, timeout=self.timeout, metadata=self._metadata)
         except grpc.RpcError as err:
             raise from_rpc_error(err) from err
 
@@ -142,7 +156,7 @@ class Client:
         given: a big file takes as long as it takes.
         """
         request = messages.load_request(source, path, format, options)
-        call = self._stub.Load(request, timeout=timeout)
+        call = self._stub.Load(request, timeout=timeout, metadata=self._metadata)
         try:
             for msg in call:
                 if msg.HasField("done"):

@@ -62,6 +62,12 @@ class DeadlineExceeded(PomoviewError):
     default_code = grpc.StatusCode.DEADLINE_EXCEEDED
 
 
+class Unauthenticated(PomoviewError):
+    """The server needs a token and the call had none, or a wrong one (the message says which)."""
+
+    default_code = grpc.StatusCode.UNAUTHENTICATED
+
+
 class OutOfRange(PomoviewError):
     """A value outside what the server accepts, e.g. a `min_epoch` never issued."""
 
@@ -77,6 +83,7 @@ _BY_CODE: dict[grpc.StatusCode, type[PomoviewError]] = {
         Unavailable,
         DeadlineExceeded,
         OutOfRange,
+        Unauthenticated,
     )
 }
 

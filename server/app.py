@@ -21,6 +21,7 @@ from .errors import ServiceError
 from .fsync import fsync_path
 from .memory_budget import format_bytes
 from .scheduler import Scheduler
+from .security import SecurityConfigError, ServerSecurity, is_loopback
 from .service import ViewService, add_view_service
 from .spark_session import SparkProvider, create_spark_session
 from .store_fs import StoreLocationError, split_location
@@ -117,20 +118,25 @@ def serve(
     origins: Mapping[str, str] | None = None,
     full_state: bool = False,
     memory_budget: int | None = None,
+    security: ServerSecurity | None = None,
 ) -> None:
     """Runs the server until SIGINT or SIGTERM. Prints `pomoview listening on HOST:PORT` when ready.
 
     `store` is a local folder, a file:// URI or any URI Spark's Hadoop client can write
     (default `<data_dir>/store`, see `store_location`); `origins` says
     where each setting came from (flag, env or default), for the configuration log line.
+    `security` holds the token and TLS files (default: none, which only loopback allows).
     """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     # py4j logs every lost connection at INFO; a dead JVM is reported once, by the provider.
     logging.getLogger("py4j").setLevel(logging.WARNING)
+    security = security or ServerSecurity()
     try:
+        # Before anything is written or started: a refused start leaves no trace.
+        security.check_host(host)
         location = store_location(store, data_dir)
         check_store_marker(data_dir, location)
-    except (ConfigError, OSError) as err:
+    except (ConfigError, SecurityConfigError, OSError) as err:
         print(f"pomoview: {err}", file=sys.stderr)
         raise SystemExit(2) from None
     origin = dict(origins or {})
@@ -147,6 +153,7 @@ def serve(
                 setting("spark_master", spark_master),
                 setting("host", host),
                 setting("port", port),
+                *(f"{name}={value}" for name, value in security.describe().items()),
                 setting("flush_interval", f"{flush_interval}s"),
                 setting("program", program if program is not None else "none"),
                 setting("full_state", full_state),
@@ -157,6 +164,12 @@ def serve(
             ]
         ),
     )
+    if security.token is None and not security.mutual_tls and not is_loopback(host):
+        log.warning(
+            "listening on %s without authentication (--insecure): anyone who can reach it can "
+            "read and write every view",
+            host,
+        )
     spark = SparkProvider(lambda: create_spark_session(spark_master))
     # The JVM takes seconds to boot: start it now so the first upquery does not wait for it.
     spark.start_in_background()
@@ -184,7 +197,10 @@ def serve(
     scheduler.start()
     # A lookup that misses holds its thread while its Spark job runs; concurrent misses can
     # only share a job (upquery_jobs.py) if they are all being served, so the pool is wide.
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=GRPC_THREADS, thread_name_prefix="grpc"))
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=GRPC_THREADS, thread_name_prefix="grpc"),
+        interceptors=security.interceptors(),
+    )
     add_view_service(ViewService(scheduler), server)
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
@@ -192,9 +208,20 @@ def serve(
     reflection.enable_server_reflection(
         (service_name, health.SERVICE_NAME, reflection.SERVICE_NAME), server
     )
-    bound = server.add_insecure_port(f"{host}:{port}")
+    credentials = security.server_credentials()
+    try:
+        if credentials is None:
+            bound = server.add_insecure_port(f"{host}:{port}")
+        else:
+            bound = server.add_secure_port(f"{host}:{port}", credentials)
+    except RuntimeError:  # grpc raises where it used to return 0
+        bound = 0
     if bound == 0:
-        print(f"pomoview: cannot listen on {host}:{port}", file=sys.stderr)
+        # grpc checks the key against the certificate only here, with nothing but "failed to bind".
+        hint = " (is --tls-key the private key of --tls-cert?)" if credentials is not None else ""
+        print(f"pomoview: cannot listen on {host}:{port}{hint}", file=sys.stderr)
+        scheduler.stop()
+        spark.stop()
         raise SystemExit(1)
     server.start()
     for name in ("", service_name):

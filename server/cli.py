@@ -1,7 +1,8 @@
 """The `pomoview` command line: `serve`, `install`, `write`, `lookup`, `load`, `stats`.
 
-Only the standard library and `pomoview.client` are imported at module level: a
-client-only install has no pyspark or lark, and `serve` imports the server lazily.
+Only the standard library, `pomoview.client` and `pomoview.server.security` (grpc and the
+standard library) are imported at module level: a client-only install has no pyspark or
+lark, and `serve` imports the server lazily.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TextIO
 
-from pomoview.client import Cid, Client, PomoviewError, Unavailable
+from pomoview.client import Cid, Client, PomoviewError, Unauthenticated, Unavailable
 from pomoview.client.values import dict_to_row
+from pomoview.server import security
 
 DEFAULT_ADDRESS = "127.0.0.1:7878"
 
@@ -169,6 +171,9 @@ SERVE_ENV: dict[str, tuple[str, str]] = {
     "store": ("POMOVIEW_STORE", ""),
     "spark_master": ("POMOVIEW_SPARK_MASTER", "local[*]"),
     "memory_budget": ("POMOVIEW_MEMORY_BUDGET", ""),  # "": a quarter of the machine's memory
+    "tls_cert": ("POMOVIEW_TLS_CERT", ""),  # "": no TLS
+    "tls_key": ("POMOVIEW_TLS_KEY", ""),
+    "tls_client_ca": ("POMOVIEW_TLS_CLIENT_CA", ""),  # "": client certificates not asked for
 }
 
 
@@ -217,6 +222,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"pomoview: {where}: {err}", file=sys.stderr)
         return 2
     config["memory_budget"] = (str(budget), budget_origin)
+    try:
+        server_security = security.server_security(
+            token_file=args.token_file,
+            tls_cert=config.pop("tls_cert"),
+            tls_key=config.pop("tls_key"),
+            tls_client_ca=config.pop("tls_client_ca"),
+            insecure=args.insecure,
+            environ=os.environ,
+        )
+    except security.SecurityConfigError as err:
+        print(f"pomoview: {err}", file=sys.stderr)
+        return 2
     serve(
         data_dir=Path(config["data"][0]),
         host=args.host,
@@ -227,9 +244,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
         store=config["store"][0] or None,
         full_state=args.full_state or os.environ.get("POMOVIEW_FULL_STATE", "") not in ("", "0"),
         memory_budget=budget,
+        security=server_security,
         origins={name: origin for name, (_, origin) in config.items()},
     )
     return 0
+
+
+def _client(args: argparse.Namespace) -> Client:
+    try:
+        options = security.client_options(args.token_file, args.tls_ca, os.environ)
+    except security.SecurityConfigError as err:
+        raise UsageError(str(err)) from None
+    return Client(args.address, **options)
 
 
 def cmd_install(args: argparse.Namespace) -> int:
@@ -239,7 +265,7 @@ def cmd_install(args: argparse.Namespace) -> int:
         text = path.read_text()
     except OSError as err:
         raise UsageError(f"cannot read {path}: {err.strerror}") from None
-    with Client(args.address) as db:
+    with _client(args) as db:
         relations = db.install(text, filename=str(path))
     for rel in relations:
         print(format_relation(rel))
@@ -254,7 +280,7 @@ def cmd_write(args: argparse.Namespace) -> int:
         more_inserts, more_deletes = read_changes_file(Path(args.file))
         inserts += more_inserts
         deletes += more_deletes
-    with Client(args.address) as db:
+    with _client(args) as db:
         epoch = db.write(args.source, insert=inserts, delete=deletes)
     print(f"epoch {epoch}")
     return 0
@@ -263,7 +289,7 @@ def cmd_write(args: argparse.Namespace) -> int:
 def cmd_lookup(args: argparse.Namespace) -> int:
     """Prints the rows matching a key, one JSON line each, in a deterministic order."""
     key = parse_key(args.key)
-    with Client(args.address) as db:
+    with _client(args) as db:
         rows = db.lookup(args.view, key, min_epoch=args.min_epoch)
     for line in sorted(row_to_json(r) for r in rows):
         print(line)
@@ -317,7 +343,7 @@ def cmd_load(args: argparse.Namespace) -> int:
         options["header"] = "false"
     bar = ProgressBar(sys.stderr)
     try:
-        with Client(args.address) as db:
+        with _client(args) as db:
             rows, epoch = db.load(
                 args.source, args.file, format=args.format, options=options, progress=bar.update
             )
@@ -329,7 +355,7 @@ def cmd_load(args: argparse.Namespace) -> int:
 
 def cmd_stats(args: argparse.Namespace) -> int:
     """Prints the server's counters and a table of its dataflow's states (or JSON)."""
-    with Client(args.address) as db:
+    with _client(args) as db:
         stats = db.stats()
     if args.json:
         print(json.dumps(stats, indent=2, sort_keys=True))
@@ -405,6 +431,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=os.environ.get("POMOVIEW_ADDRESS", DEFAULT_ADDRESS),
         help="server host:port (env POMOVIEW_ADDRESS, default %(default)s)",
     )
+    security.add_client_flags(client_opts)
 
     p = sub.add_parser(
         "serve",
@@ -437,7 +464,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="Spark master URL, e.g. local[4] or spark://host:7077 "
         "(env POMOVIEW_SPARK_MASTER, default local[*])",
     )
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default %(default)s)")
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on; one beyond loopback needs a token, client certificates or "
+        "--insecure (default %(default)s)",
+    )
     p.add_argument(
         "--port", type=int, default=7878, help="port to listen on; 0 picks a free one (default %(default)s)"
     )
@@ -464,6 +496,7 @@ def build_parser() -> argparse.ArgumentParser:
         "G (powers of 1024); default a quarter of the machine's memory, printed at start (env "
         "POMOVIEW_MEMORY_BUDGET)",
     )
+    security.add_serve_flags(p)
     p.set_defaults(handler=cmd_serve)
 
     p = sub.add_parser("install", parents=[client_opts], help="install a program")
@@ -550,6 +583,12 @@ def main(argv: list[str] | None = None) -> int:
             )
         else:
             print(f"error: {err.code.name}: {err}", file=sys.stderr)
+        return 1
+    except Unauthenticated as err:
+        print(
+            f"error: {err.code.name}: {err} (give the token with --token-file FILE or {security.TOKEN_ENV})",
+            file=sys.stderr,
+        )
         return 1
     except PomoviewError as err:
         print(f"error: {err.code.name}: {err}", file=sys.stderr)

@@ -37,6 +37,7 @@ from pomoview.client.values import dict_to_row, row_to_dict
 from pomoview.proto.pomoview.v1 import view_service_pb2 as pb
 from pomoview.proto.pomoview.v1 import view_service_pb2_grpc as pb_grpc
 from pomoview.server.cli import main
+from pomoview.server.security import ServerSecurity
 
 RELATIONS = [
     pb.Relation(
@@ -582,6 +583,8 @@ def test_cli_serve_passes_arguments(monkeypatch: pytest.MonkeyPatch, tmp_path: P
     monkeypatch.delenv("POMOVIEW_STORE", raising=False)
     monkeypatch.delenv("POMOVIEW_FULL_STATE", raising=False)
     monkeypatch.setenv("POMOVIEW_MEMORY_BUDGET", "1.5G")
+    for var in ("POMOVIEW_TOKEN", "POMOVIEW_TLS_CERT", "POMOVIEW_TLS_KEY", "POMOVIEW_TLS_CLIENT_CA"):
+        monkeypatch.delenv(var, raising=False)
     assert main(["serve", "--port", "9000", "--program", "p.pomo", "--flush-interval", "0.5"]) == 0
     assert main(["serve", "--data", str(tmp_path), "--full-state", "--memory-budget", "64MiB"]) == 0
     assert calls == [
@@ -595,6 +598,7 @@ def test_cli_serve_passes_arguments(monkeypatch: pytest.MonkeyPatch, tmp_path: P
             "store": None,
             "full_state": False,
             "memory_budget": 3 << 29,
+            "security": ServerSecurity(),
             "origins": {"data": "default", "store": "default", "spark_master": "env POMOVIEW_SPARK_MASTER",
                         "memory_budget": "env POMOVIEW_MEMORY_BUDGET"},
         },
@@ -608,6 +612,7 @@ def test_cli_serve_passes_arguments(monkeypatch: pytest.MonkeyPatch, tmp_path: P
             "store": None,
             "full_state": True,
             "memory_budget": 64 << 20,
+            "security": ServerSecurity(),
             "origins": {"data": "flag", "store": "default", "spark_master": "env POMOVIEW_SPARK_MASTER",
                         "memory_budget": "flag"},
         },

@@ -9,6 +9,7 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from pomoview.client import Client
 
@@ -77,13 +78,15 @@ class ServerProcess:
                 return self
         raise TimeoutError("server did not start listening")
 
-    def client(self) -> Client:
-        return Client(self.address, timeout=120.0)
+    def client(self, **options: Any) -> Client:
+        """A client of this server; `options` are Client's (token=, root_certificates=, ...)."""
+        return Client(self.address, timeout=120.0, **options)
 
-    def stop(self) -> int:
+    def stop(self, timeout: float = 60.0) -> int:
+        """SIGTERM; a server stopped while its Spark JVM still boots waits for the boot."""
         assert self.process is not None
         self.process.send_signal(signal.SIGTERM)
-        return self.process.wait(timeout=60)
+        return self.process.wait(timeout=timeout)
 
     def kill(self) -> None:
         """SIGKILL: the process gets no chance to flush or close anything."""

@@ -24,6 +24,9 @@ def test_a_flag_wins_over_the_environment_which_wins_over_the_default() -> None:
         "store": ("/env/store", "env POMOVIEW_STORE"),
         "spark_master": ("local[3]", "flag"),
         "memory_budget": ("", "default"),  # "": resolved to a share of the machine at start
+        "tls_cert": ("", "default"),
+        "tls_key": ("", "default"),
+        "tls_client_ca": ("", "default"),
     }
     args = parser.parse_args(["serve", "--store", "file:///flag/store", "--data", "d"])
     assert resolve_serve_config(args, env)["store"] == ("file:///flag/store", "flag")
@@ -42,10 +45,13 @@ def test_serve_help_documents_each_setting_with_its_variable(
     with pytest.raises(SystemExit):
         main(["serve", "--help"])
     text = " ".join(capsys.readouterr().out.split())  # undo the wrapping
-    for flag in ("--data", "--store", "--spark-master", "--host", "--port", "--flush-interval"):
+    flags = ("--data", "--store", "--spark-master", "--host", "--port", "--flush-interval")
+    flags += ("--token-file", "--tls-cert", "--tls-key", "--tls-client-ca", "--insecure")
+    for flag in flags:
         assert flag in text
     for var, _default in SERVE_ENV.values():
         assert f"env {var}" in text
+    assert "env POMOVIEW_TOKEN: the token itself" in text  # not in SERVE_ENV: it is no file name
     assert "default local[*]" in text and "default DIR/store" in text
 
 
