@@ -110,6 +110,7 @@ def serve(
     data_dir: Path,
     host: str = "127.0.0.1",
     port: int = 7878,
+    metrics_port: int | None = None,
     program: Path | None = None,
     spark_master: str = "local[*]",
     flush_interval: float = 5.0,
@@ -147,6 +148,7 @@ def serve(
                 setting("spark_master", spark_master),
                 setting("host", host),
                 setting("port", port),
+                setting("metrics_port", "off" if metrics_port is None else metrics_port),
                 setting("flush_interval", f"{flush_interval}s"),
                 setting("program", program if program is not None else "none"),
                 setting("full_state", full_state),
@@ -179,6 +181,13 @@ def serve(
             scheduler.install(program.read_text(), program.name)
         except ServiceError as err:
             print(f"pomoview: cannot install {program}:\n{err.message}", file=sys.stderr)
+            spark.stop()
+            raise SystemExit(2) from None
+    if metrics_port is not None:
+        try:
+            log.info("metrics at %s", scheduler.metrics.serve(host, metrics_port))
+        except OSError as err:
+            print(f"pomoview: cannot serve metrics on {host}:{metrics_port}: {err}", file=sys.stderr)
             spark.stop()
             raise SystemExit(2) from None
     scheduler.start()
