@@ -20,6 +20,7 @@ from pomoview.proto.pomoview.v1 import view_service_pb2 as pb
 from .errors import ServiceError
 from .fsync import fsync_path
 from .memory_budget import format_bytes
+from .metrics import Metrics
 from .scheduler import Scheduler
 from .service import ViewService, add_view_service
 from .spark_session import SparkProvider, create_spark_session
@@ -159,6 +160,13 @@ def serve(
             ]
         ),
     )
+    metrics = Metrics()
+    if metrics_port is not None:
+        try:  # before Spark starts: a port in use is refused at once
+            log.info("metrics at %s", metrics.serve(host, metrics_port))
+        except OSError as err:
+            print(f"pomoview: cannot serve metrics on {host}:{metrics_port}: {err}", file=sys.stderr)
+            raise SystemExit(2) from None
     spark = SparkProvider(lambda: create_spark_session(spark_master))
     # The JVM takes seconds to boot: start it now so the first upquery does not wait for it.
     spark.start_in_background()
@@ -171,6 +179,7 @@ def serve(
             store_dir=location,
             full_state=full_state,
             memory_budget=memory_budget,
+            metrics=metrics,
         )
     except StoreLocationError as err:
         print(f"pomoview: {err}", file=sys.stderr)
@@ -181,13 +190,6 @@ def serve(
             scheduler.install(program.read_text(), program.name)
         except ServiceError as err:
             print(f"pomoview: cannot install {program}:\n{err.message}", file=sys.stderr)
-            spark.stop()
-            raise SystemExit(2) from None
-    if metrics_port is not None:
-        try:
-            log.info("metrics at %s", scheduler.metrics.serve(host, metrics_port))
-        except OSError as err:
-            print(f"pomoview: cannot serve metrics on {host}:{metrics_port}: {err}", file=sys.stderr)
             spark.stop()
             raise SystemExit(2) from None
     scheduler.start()

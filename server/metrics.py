@@ -50,7 +50,14 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from wsgiref.simple_server import WSGIServer
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector, start_http_server
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    ProcessCollector,
+    disable_created_metrics,
+    start_http_server,
+)
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -175,6 +182,9 @@ class Metrics:
     def serve(self, host: str, port: int) -> str:
         """Serves the metrics over HTTP on `host:port` (0: a free port) from a daemon thread;
         returns the URL of /metrics. Raises OSError if the port cannot be bound."""
+        # Process-wide, but only a server serves: a `_created` sample per counter and histogram
+        # (its start time) would be stored by Prometheus as one more series each, for nothing.
+        disable_created_metrics()
         self._http, self._http_thread = start_http_server(port, addr=host, registry=self.registry)
         bound = self._http.server_port
         shown = f"[{host}]" if ":" in host else host

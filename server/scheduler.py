@@ -89,6 +89,7 @@ class Scheduler(WritePath, LookupRounds, Flusher):
         store_dir: Path | str | None = None,
         full_state: bool = False,
         memory_budget: int | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         # Partial state is evicted when the process's memory grows past this (None: never).
         self.memory = None if memory_budget is None else MemoryBudget(memory_budget)
@@ -101,8 +102,9 @@ class Scheduler(WritePath, LookupRounds, Flusher):
         # A path, or a URI for the store's Hadoop client (which `Path` would mangle).
         store_root = str(self.data_dir / "store" if store_dir is None else store_dir)
         self.store = SourceStore(store_root, spark)  # type: ignore[arg-type]
-        # A registry of this scheduler's own: tests run several schedulers in one process.
-        self.metrics = Metrics()
+        # A registry of this scheduler's own (not the process's global one): tests run several
+        # schedulers in one process. `serve` passes one it already exposes.
+        self.metrics = Metrics() if metrics is None else metrics
         self.wal = WriteAheadLog(self.data_dir / "wal", on_fsync=self.metrics.wal_fsync_seconds.observe)
         self.program: CompiledProgram | None = None
         # The program's one dataflow graph; a new one at every install (built lazily).
