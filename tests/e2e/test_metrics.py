@@ -44,7 +44,7 @@ class Served:
                 out[f"{s.name}{{{labels}}}" if labels else s.name] = s.value
         return out
 
-    def wait_for(self, check: Callable[[Samples], bool], timeout: float = 60.0) -> Samples:
+    def wait_for(self, check: Callable[[Samples], bool], timeout: float = 120.0) -> Samples:
         deadline = time.monotonic() + timeout
         while True:
             samples = self.scrape()
@@ -100,7 +100,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 
 def test_the_address_is_logged_and_every_metric_is_there_before_any_traffic(served: Served) -> None:
     assert f"metrics at {served.url}" in served.server.log_path.read_text()
+    time.sleep(3 * served.server.flush_interval)  # flushes with nothing to move are not timed
     samples = served.scrape()
+    assert samples["pomoview_flush_seconds_count"] == 0
     for name in (
         "pomoview_lookups_total",
         "pomoview_lookup_hits_total",
