@@ -36,7 +36,8 @@ Histograms (seconds; `_bucket`, `_sum` and `_count` series):
 - `pomoview_upquery_seconds`: a lookup that missed, from its start (after waiting for its
   `min_epoch`) until it answered; failed lookups are not observed.
 - `pomoview_spark_job_seconds`: one keyed Spark job of an upquery (`_run_spark_fetch`),
-  shared by the misses it coalesced; failed jobs included.
+  shared by the misses it coalesced; failed jobs included. A source with nothing flushed
+  into Parquet yet is answered without Spark, in well under a millisecond.
 - `pomoview_wal_fsync_seconds`: the fsync of one group commit of the write-ahead log.
 - `pomoview_flush_seconds`: one flush that moved batches from the log into Parquet (flushes
   with nothing to move are not observed).
