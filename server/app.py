@@ -20,6 +20,7 @@ from pomoview.proto.pomoview.v1 import view_service_pb2 as pb
 from .errors import ServiceError
 from .fsync import fsync_path
 from .memory_budget import format_bytes
+from .metrics import Metrics
 from .scheduler import Scheduler
 from .security import SecurityConfigError, ServerSecurity, is_loopback
 from .service import ViewService, add_view_service
@@ -111,6 +112,7 @@ def serve(
     data_dir: Path,
     host: str = "127.0.0.1",
     port: int = 7878,
+    metrics_port: int | None = None,
     program: Path | None = None,
     spark_master: str = "local[*]",
     flush_interval: float = 5.0,
@@ -154,6 +156,7 @@ def serve(
                 setting("host", host),
                 setting("port", port),
                 *(f"{name}={value}" for name, value in security.describe().items()),
+                setting("metrics_port", "off" if metrics_port is None else metrics_port),
                 setting("flush_interval", f"{flush_interval}s"),
                 setting("program", program if program is not None else "none"),
                 setting("full_state", full_state),
@@ -170,6 +173,13 @@ def serve(
             "read and write every view",
             host,
         )
+    metrics = Metrics()
+    if metrics_port is not None:
+        try:  # before Spark starts: a port in use is refused at once
+            log.info("metrics at %s", metrics.serve(host, metrics_port))
+        except OSError as err:
+            print(f"pomoview: cannot serve metrics on {host}:{metrics_port}: {err}", file=sys.stderr)
+            raise SystemExit(2) from None
     spark = SparkProvider(lambda: create_spark_session(spark_master))
     # The JVM takes seconds to boot: start it now so the first upquery does not wait for it.
     spark.start_in_background()
@@ -182,6 +192,7 @@ def serve(
             store_dir=location,
             full_state=full_state,
             memory_budget=memory_budget,
+            metrics=metrics,
         )
     except StoreLocationError as err:
         print(f"pomoview: {err}", file=sys.stderr)

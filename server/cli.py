@@ -170,6 +170,7 @@ SERVE_ENV: dict[str, tuple[str, str]] = {
     "data": ("POMOVIEW_DATA", "./data"),
     "store": ("POMOVIEW_STORE", ""),
     "spark_master": ("POMOVIEW_SPARK_MASTER", "local[*]"),
+    "metrics_port": ("POMOVIEW_METRICS_PORT", ""),  # "": no metrics endpoint
     "memory_budget": ("POMOVIEW_MEMORY_BUDGET", ""),  # "": a quarter of the machine's memory
     "tls_cert": ("POMOVIEW_TLS_CERT", ""),  # "": no TLS
     "tls_key": ("POMOVIEW_TLS_KEY", ""),
@@ -196,6 +197,17 @@ def resolve_serve_config(
     return out
 
 
+def metrics_port(config: Mapping[str, tuple[str, str]]) -> int | None:
+    """The resolved metrics port, None when off; raises UsageError for a bad one."""
+    text, origin = config["metrics_port"]
+    if not text:
+        return None
+    if not text.isdigit() or int(text) > 65535:
+        where = "--metrics-port" if origin == "flag" else origin
+        raise UsageError(f"{where}: expected a port number (0 to 65535), got {text!r}")
+    return int(text)
+
+
 # ---------------------------------------------------------------- subcommands
 
 
@@ -214,6 +226,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from pomoview.server.memory_budget import default_budget, parse_bytes
 
     config = resolve_serve_config(args)
+    metrics = metrics_port(config)
     budget_text, budget_origin = config["memory_budget"]
     try:
         budget = parse_bytes(budget_text) if budget_text else default_budget()
@@ -238,6 +251,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         data_dir=Path(config["data"][0]),
         host=args.host,
         port=args.port,
+        metrics_port=metrics,
         program=Path(args.program) if args.program else None,
         spark_master=config["spark_master"][0],
         flush_interval=args.flush_interval,
@@ -474,6 +488,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--port", type=int, default=7878, help="port to listen on; 0 picks a free one (default %(default)s)"
     )
     p.add_argument("--program", default=None, metavar="FILE", help="program file to install at start")
+    p.add_argument(
+        "--metrics-port",
+        default=None,
+        metavar="PORT",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics, HOST as --host "
+        "(env POMOVIEW_METRICS_PORT, default off)",
+    )
     p.add_argument(
         "--flush-interval",
         type=float,

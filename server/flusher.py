@@ -33,6 +33,7 @@ class Flusher(SchedulerState):
         """Moves the applied batches the store lacks into Parquet, then trims the log;
         returns the store's version."""
         with self._flushing:
+            started = time.perf_counter()
             with self._dataflow:
                 stored = self.store.version
                 # The tail may still hold flushed batches that a running lookup needs.
@@ -41,7 +42,10 @@ class Flusher(SchedulerState):
                 with self._write_lock:
                     self.wal.rotate()
                 self.store.flush(batches)
-            return self._truncate_log()
+            durable = self._truncate_log()
+            if batches:  # an idle flush every interval would only bury the real ones near 0
+                self.metrics.flush_seconds.observe(time.perf_counter() - started)
+            return durable
 
     def _truncate_log(self) -> int:
         """Trims the log behind what is durable in Parquet and what no running upquery needs.
@@ -67,6 +71,8 @@ class Flusher(SchedulerState):
         for source in self.store.compaction_candidates(self.compact_min_parts):
             if self._stopping.is_set():
                 break
+            started = time.perf_counter()
             if self.store.compact(source):
+                self.metrics.compaction_seconds.observe(time.perf_counter() - started)
                 done.append(source)
         return done

@@ -205,9 +205,13 @@ class LookupRounds(SchedulerState):
     def _run_spark_fetch(self, pending: FetchRequest, pin: object) -> Prefetched:
         """One keyed Spark job over the Parquet store at the pinned snapshot `pin`, run without
         any scheduler lock."""
-        assert isinstance(pin, Pin)
         with self._counter_lock:
             self.counters.spark_jobs += 1
+        with self.metrics.spark_job_seconds.time():
+            return self._spark_fetch(pending, pin)
+
+    def _spark_fetch(self, pending: FetchRequest, pin: object) -> Prefetched:
+        assert isinstance(pin, Pin)
         schema = self._require_program().source_schema(pending.source)
         try:
             if _packable(schema, pending.columns):
@@ -266,6 +270,7 @@ class LookupRounds(SchedulerState):
             return [], self.applied_epoch
         if min_epoch is not None:
             self._wait_applied(min_epoch, None if timeout is None else time.monotonic() + timeout)
+        started = time.perf_counter()
         answers: list[Prefetched] = []
         tickets: list[Ticket] = []
         missed = False
@@ -301,6 +306,10 @@ class LookupRounds(SchedulerState):
         if missed:
             with self._counter_lock:
                 self.counters.upqueries += 1
+            self.metrics.lookup_misses.inc()
+            self.metrics.upquery_seconds.observe(time.perf_counter() - started)
+        else:
+            self.metrics.lookup_hits.inc()  # present on the locked path (e.g. after a min_epoch wait)
         attrs = relation.attributes
         return [[dict(zip(attrs, row, strict=True)) for row in group] for group in rows], epoch  # type: ignore[misc]
 
@@ -373,6 +382,7 @@ class LookupRounds(SchedulerState):
             out.append(data)
         if self._seq != seq:
             return None
+        self.metrics.lookup_hits.inc()
         return out, epoch
 
     def _wait_applied(self, min_epoch: int, deadline: float | None) -> None:

@@ -36,6 +36,7 @@ from .flusher import Flusher
 from .fsync import fsync_path
 from .lookup_rounds import LookupRounds
 from .memory_budget import MemoryBudget, process_rss
+from .metrics import Metrics
 from .overlay import LogTail
 from .source_store import SchemaMismatch, SourceStore
 from .types import LoggedBatch, SourceSchema
@@ -88,6 +89,7 @@ class Scheduler(WritePath, LookupRounds, Flusher):
         store_dir: Path | str | None = None,
         full_state: bool = False,
         memory_budget: int | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         # Partial state is evicted when the process's memory grows past this (None: never).
         self.memory = None if memory_budget is None else MemoryBudget(memory_budget)
@@ -100,7 +102,10 @@ class Scheduler(WritePath, LookupRounds, Flusher):
         # A path, or a URI for the store's Hadoop client (which `Path` would mangle).
         store_root = str(self.data_dir / "store" if store_dir is None else store_dir)
         self.store = SourceStore(store_root, spark)  # type: ignore[arg-type]
-        self.wal = WriteAheadLog(self.data_dir / "wal")
+        # A registry of this scheduler's own (not the process's global one): tests run several
+        # schedulers in one process. `serve` passes one it already exposes.
+        self.metrics = Metrics() if metrics is None else metrics
+        self.wal = WriteAheadLog(self.data_dir / "wal", on_fsync=self.metrics.wal_fsync_seconds.observe)
         self.program: CompiledProgram | None = None
         # The program's one dataflow graph; a new one at every install (built lazily).
         self.graph: ProgramGraph | None = None
@@ -127,6 +132,7 @@ class Scheduler(WritePath, LookupRounds, Flusher):
             max_linger=UPQUERY_MAX_LINGER,
         )
         self._recover()
+        self.metrics.watch(self.stats, lambda: self.program.views if self.program is not None else ())
 
     # -- start-up -----------------------------------------------------------------
 
@@ -169,6 +175,7 @@ class Scheduler(WritePath, LookupRounds, Flusher):
             thread.join(timeout=10)
         self.upquery_jobs.close()
         self.wal.close()
+        self.metrics.close()
 
     # -- install ------------------------------------------------------------------
 
@@ -338,4 +345,5 @@ class Scheduler(WritePath, LookupRounds, Flusher):
                     with job.phase("writing", job.write_from, 1.0):
                         self.store.load(source, prepared.rows, epoch, publishing())
                 self.wal.truncate_through(epoch)
+        self.metrics.epochs_committed.inc()
         return prepared.count, epoch

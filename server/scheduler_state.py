@@ -13,6 +13,7 @@ from pomoview.planner.compile import CompiledProgram, ProgramGraph
 
 from .counters import Counters
 from .memory_budget import MemoryBudget
+from .metrics import Metrics
 from .overlay import LogTail
 from .source_store import SourceStore
 from .types import LoggedBatch
@@ -44,6 +45,7 @@ class SchedulerState:
     upquery_jobs: UpqueryJobs
     flush_interval: float
     memory: MemoryBudget | None
+    metrics: Metrics
     # A sequence lock over the applied state, for reads without the dataflow lock: odd while
     # an epoch is applied or the graph replaced, moved only under the dataflow lock.
     _seq: int

@@ -190,6 +190,7 @@ class ViewService(pb_grpc.ViewServiceServicer):
         epoch to wait for) takes the locked path with upqueries."""
 
         def run() -> pb.LookupResponse | bytes:
+            self.scheduler.metrics.lookups.inc()
             keys = [typed_row(k, f"keys[{i}]") for i, k in enumerate(request.keys)]
             min_epoch = request.min_epoch if request.HasField("min_epoch") else None
             program = self.scheduler.program

@@ -32,6 +32,7 @@ import os
 import re
 import struct
 import threading
+import time
 import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -221,8 +222,10 @@ class WriteAheadLog:
     go to a fresh segment.
     """
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, on_fsync: Callable[[float], None] | None = None) -> None:
         self._dir = Path(directory)
+        # Told the seconds each group commit's fsync took (metrics), without the log's lock.
+        self._on_fsync = on_fsync
         # Guards everything below. The leader releases it while it writes and fsyncs, so that
         # other writers can queue the next group meanwhile; `_flushing` keeps everything that
         # touches the active segment out until the leader is back.
@@ -382,9 +385,12 @@ class WriteAheadLog:
                 self._cond.release()
                 try:
                     _write_all(fd, data)
+                    started = time.perf_counter()
                     os.fsync(fd)
                 except OSError as exc:
                     error = exc
+                else:
+                    self._report_fsync(time.perf_counter() - started)
                 finally:
                     self._cond.acquire()
                 if error is not None:
@@ -416,6 +422,13 @@ class WriteAheadLog:
                 self._last_submitted = max([self._last_epoch] + [p.batch.epoch for p in self._queue])
             self._flushing = False
             self._cond.notify_all()
+
+    def _report_fsync(self, seconds: float) -> None:
+        if self._on_fsync is not None:
+            try:
+                self._on_fsync(seconds)
+            except Exception:  # the records are durable: a failing observer must not undo that
+                log.exception("reporting a write-ahead log fsync failed")
 
     def _raise_if_broken(self) -> None:
         if self._broken is not None:

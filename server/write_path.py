@@ -96,6 +96,10 @@ class WritePath(SchedulerState):
             raise cls(
                 f"the write-ahead log could not be written: {err}; the write was not committed"
             ) from None
+        metrics = self.metrics
+        metrics.write_batches.inc()
+        metrics.write_rows.inc(sum(len(c.inserts) + len(c.deletes) for c in batch_changes.values()))
+        metrics.epochs_committed.inc()
         return epoch
 
     def _on_durable(self, batch: LoggedBatch) -> None:

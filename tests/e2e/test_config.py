@@ -23,6 +23,7 @@ def test_a_flag_wins_over_the_environment_which_wins_over_the_default() -> None:
         "data": ("./data", "default"),
         "store": ("/env/store", "env POMOVIEW_STORE"),
         "spark_master": ("local[3]", "flag"),
+        "metrics_port": ("", "default"),  # "": no metrics endpoint
         "memory_budget": ("", "default"),  # "": resolved to a share of the machine at start
         "tls_cert": ("", "default"),
         "tls_key": ("", "default"),
