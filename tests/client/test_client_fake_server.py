@@ -117,8 +117,9 @@ def test_lookup_and_min_epoch(address: str, fake: FakeViewService) -> None:
 def test_lookup_many_keeps_key_order(address: str, fake: FakeViewService) -> None:
     with Client(address) as db:
         results = db.lookup_many("articleWithVotes", [{"id": 3}, {"id": 1}, {"id": 2}])
-        assert db.lookup_many("articleWithVotes", []) == []
-    assert [[r["id"] for r in rows] for rows in results] == [[3, 3], [1, 1], [2, 2]]
+        assert db.lookup_many("articleWithVotes", []) == {}
+    assert list(results) == [(3,), (1,), (2,)]
+    assert [[r["id"] for r in rows] for rows in results.values()] == [[3, 3], [1, 1], [2, 2]]
     assert len(fake.requests) == 1  # the empty lookup never reached the server
 
 
@@ -213,7 +214,7 @@ def test_async_client_same_requests_and_errors(address: str, fake: FakeViewServi
             rows = await db.lookup("articleWithVotes", {"id": 4}, min_epoch=epoch)
             assert {r["votes"] for r in rows} == {1, 2}
             many = await db.lookup_many("articleWithVotes", [{"id": 5}, {"id": 6}])
-            assert [rows[0]["id"] for rows in many] == [5, 6]
+            assert [rows[0]["id"] for rows in many.values()] == [5, 6] and list(many) == [(5,), (6,)]
             assert (await db.stats())["applied_epoch"] == 5
             assert (await db.describe())["program"] == "source vote(...)."
             with pytest.raises(InvalidArgument, match="a.pomo:1:5") as info:
