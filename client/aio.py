@@ -124,8 +124,9 @@ class AsyncClient:
         `to_pandas()` over all rows.
 
         A dict key is the tuple of a key's values in the order of the first key's
-        attributes, even for one attribute: `{"id": 3}` is `(3,)`. Its entries are in the
-        order the keys were first asked; a key asked twice is there once.
+        attributes, even for one attribute: `{"id": 3}` is `(3,)`. The entries are in the
+        order the keys were first asked; a key asked twice is there once. Keys must name
+        the same attributes: one that does not raises InvalidArgument before sending.
         """
         attributes = self._attributes.get(view)
         if not keys:

@@ -60,7 +60,9 @@ def test_lookup_many_keys_naming_other_attributes_are_refused_before_sending(
 def test_lookup_many_bytearray_values_key_as_bytes(address: str) -> None:
     with Client(address) as db:
         got = db.lookup_many("blobs", [{"h": bytearray(b"\x01")}, {"h": b"\x01"}])
+        two = db.lookup_many("blobs", [{"h": bytearray(b"\x01"), "n": 1}, {"n": 1, "h": b"\x02"}])
     assert list(got) == [(b"\x01",)]
+    assert list(two) == [(b"\x01", 1), (b"\x02", 1)]
 
 
 def test_async_lookup_many_has_the_same_dict(address: str) -> None:
