@@ -12,6 +12,7 @@ from .errors import (
     Unauthenticated,
     Unavailable,
 )
+from .results import MissingExtra, Rows, RowsByKey
 from .values import Cid
 
 __all__ = [
@@ -21,9 +22,12 @@ __all__ = [
     "DeadlineExceeded",
     "FailedPrecondition",
     "InvalidArgument",
+    "MissingExtra",
     "NotFound",
     "OutOfRange",
     "PomoviewError",
+    "Rows",
+    "RowsByKey",
     "Unauthenticated",
     "Unavailable",
 ]

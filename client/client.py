@@ -15,6 +15,7 @@ from pomoview.proto.pomoview.v1 import view_service_pb2_grpc as pb_grpc
 from . import messages
 from .auth import auth_metadata, channel_credentials
 from .errors import Unavailable, from_rpc_error
+from .results import Attributes, Rows, RowsByKey
 
 _Resp = TypeVar("_Resp")
 
@@ -48,6 +49,9 @@ class Client:
         self.address = address
         self.timeout = timeout
         self._metadata = auth_metadata(token)
+        # Each relation's attribute types, from the last install() or describe(): the
+        # answers' to_arrow() uses them (the rows alone cannot type an empty answer).
+        self._attributes: dict[str, Attributes] = {}
         creds = channel_credentials(credentials, tls, root_certificates, private_key, certificate_chain)
         if creds is None:
             self._channel = grpc.insecure_channel(address)
@@ -89,6 +93,7 @@ class Client:
         """Installs a PomoLogic program; returns its relations as dicts
         {name, kind, is_view, key, attributes: [{name, type}]}."""
         resp = self._call(self._stub.Install, messages.install_request(text, filename))
+        self._attributes = messages.relation_attributes(resp.relations)
         return messages.install_result(resp)
 
     def write(
@@ -107,28 +112,41 @@ class Client:
 
     def lookup(
         self, view: str, key: Mapping[str, object], min_epoch: int | None = None
-    ) -> list[dict[str, object]]:
-        """Returns the rows of `view` matching `key`, reflecting at least `min_epoch`."""
-        return self.lookup_many(view, [key], min_epoch)[0]
+    ) -> Rows:
+        """Returns the rows of `view` matching `key`, reflecting at least `min_epoch`: a list
+        of dicts, with `to_arrow()` and `to_pandas()`."""
+        resp = self._call(self._stub.Lookup, messages.lookup_request(view, [key], min_epoch))
+        return messages.lookup_rows(resp, 1, self._attributes.get(view))[0]
 
     def lookup_many(
         self,
         view: str,
         keys: Sequence[Mapping[str, object]],
         min_epoch: int | None = None,
-    ) -> list[list[dict[str, object]]]:
-        """Returns, per key in order, the rows of `view` matching it."""
+    ) -> RowsByKey:
+        """Returns the rows of `view` matching each key, reflecting at least `min_epoch`, in
+        one call: a dict from the key's values to its rows, with `to_arrow()` and
+        `to_pandas()` over all rows.
+
+        A dict key is the tuple of a key's values in the order of the first key's
+        attributes, even for one attribute: `{"id": 3}` is `(3,)`. The entries are in the
+        order the keys were first asked; a key asked twice is there once. Keys must name
+        the same attributes: one that does not raises InvalidArgument before sending.
+        """
+        attributes = self._attributes.get(view)
         if not keys:
             # The keys' attributes select the reader; with none there is nothing to ask.
-            return []
+            return messages.lookup_result(pb.LookupResponse(), [], attributes)
         req = messages.lookup_request(view, keys, min_epoch)
-        return messages.lookup_result(self._call(self._stub.Lookup, req), len(keys))
+        tuples = messages.key_tuples(keys)
+        return messages.lookup_result(self._call(self._stub.Lookup, req), tuples, attributes)
 
     def describe(self, view: str | None = None) -> dict[str, object]:
         """Returns {program, relations, nodes} of the installed program; `nodes` is the
         dataflow graph of `view` built so far (inputs first), empty without a view."""
-        request = pb.DescribeRequest(view=view or "")
-        return messages.describe_result(self._call(self._stub.Describe, request))
+        resp = self._call(self._stub.Describe, pb.DescribeRequest(view=view or ""))
+        self._attributes = messages.relation_attributes(resp.relations)
+        return messages.describe_result(resp)
 
     def stats(self) -> dict[str, object]:
         """Returns the server's counters and readers (see `StatsResponse`)."""

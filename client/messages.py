@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from operator import itemgetter
+from typing import NoReturn
 from urllib.parse import urlsplit
 
 import grpc
 
 from pomoview.proto.pomoview.v1 import view_service_pb2 as pb
 
-from .errors import PomoviewError
+from .errors import InvalidArgument, PomoviewError
+from .results import Attributes, KeyTuple, Rows, RowsByKey
 from .values import dict_to_row, row_to_dict
 
 Changes = Mapping[str, tuple[Iterable[Mapping[str, object]], Iterable[Mapping[str, object]]]]
@@ -64,15 +67,75 @@ def lookup_request(
     return req
 
 
-def lookup_result(resp: pb.LookupResponse, n_keys: int) -> list[list[dict[str, object]]]:
-    """Returns the rows per key, checking the server answered every key."""
+def lookup_rows(
+    resp: pb.LookupResponse, n_keys: int, attributes: Attributes | None
+) -> list[Rows]:
+    """Returns the rows per key, in the keys' order, checking the server answered every key."""
+    _check_count(resp, n_keys)
+    return [_rows(kr, attributes) for kr in resp.results]
+
+
+def lookup_result(
+    resp: pb.LookupResponse, keys: Sequence[KeyTuple], attributes: Attributes | None
+) -> RowsByKey:
+    """Returns lookup_many's answer: the rows of each distinct key of `keys` (see
+    `key_tuples`), in the order keys were first asked."""
+    _check_count(resp, len(keys))
+    result = RowsByKey()
+    result.attributes = attributes
+    for key, kr in zip(keys, resp.results, strict=True):
+        # One answer is one snapshot, so a repeated key's rows are the same: not decoded twice.
+        if key not in result:
+            result[key] = _rows(kr, attributes)
+    return result
+
+
+def key_tuples(keys: Sequence[Mapping[str, object]]) -> list[KeyTuple]:
+    """Each key's values in the order of the first key's attributes: lookup_many's dict keys.
+    Raises InvalidArgument, in the server's words, for a key naming other attributes."""
+    attrs = tuple(keys[0])
+    # Whole-list passes rather than a branchy loop per key: a many-key read of hot keys
+    # spends its client time here and building the request.
+    try:
+        values = list(map(itemgetter(*attrs), keys))
+    except KeyError:
+        values = []
+    if len(values) != len(keys) or any(len(key) != len(attrs) for key in keys):
+        _refuse_other_attributes(keys, attrs)
+    # itemgetter of one name returns the bare value.
+    tuples: list[KeyTuple] = [(v,) for v in values] if len(attrs) == 1 else values
+    if any(type(v) is bytearray for t in tuples for v in t):
+        # A valid value, but no dict key; as bytes it equals the answer's value.
+        tuples = [tuple(bytes(v) if type(v) is bytearray else v for v in t) for t in tuples]
+    return tuples
+
+
+def _refuse_other_attributes(keys: Sequence[Mapping[str, object]], attrs: tuple[str, ...]) -> NoReturn:
+    for i, key in enumerate(keys):
+        if key.keys() != set(attrs):
+            raise InvalidArgument(f"keys[{i}] names {sorted(key)}, keys[0] names {sorted(attrs)}")
+    raise InvalidArgument("the keys name different attributes")  # a Mapping whose keys() lies
+
+
+def relation_attributes(relations: Iterable[pb.Relation]) -> dict[str, Attributes]:
+    """Each relation's (name, type) attributes in declared order, by relation name."""
+    return {r.name: tuple((a.name, a.type) for a in r.attributes) for r in relations}
+
+
+def _rows(kr: pb.KeyRows, attributes: Attributes | None) -> Rows:
+    rows = Rows([row_to_dict(r) for r in kr.rows])
+    if attributes is not None:
+        rows.attributes = attributes
+    return rows
+
+
+def _check_count(resp: pb.LookupResponse, n_keys: int) -> None:
     if len(resp.results) != n_keys:
         # A mismatch would silently pair rows with the wrong keys; refuse it.
         raise PomoviewError(
             f"server returned {len(resp.results)} results for {n_keys} keys",
             grpc.StatusCode.INTERNAL,
         )
-    return [[row_to_dict(r) for r in kr.rows] for kr in resp.results]
 
 
 def describe_result(resp: pb.DescribeResponse) -> dict[str, object]:

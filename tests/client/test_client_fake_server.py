@@ -1,25 +1,17 @@
-"""Client, AsyncClient and the CLI against a real in-process gRPC server.
-
-The servicer here is a test double: it records requests and returns canned answers,
-aborting with specific status codes for specific inputs.
-"""
+"""Client, AsyncClient and the CLI against a real in-process gRPC server, the fake of
+fake_server.py (its fixtures are in conftest.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import sys
-import threading
-import time
 import types
-from collections.abc import Iterator
-from concurrent import futures
 from pathlib import Path
-from typing import Any
 
 import grpc
 import pytest
+from fake_server import LOOKUP_ABORTS, FakeViewService
 
 from pomoview.client import (
     AsyncClient,
@@ -35,152 +27,8 @@ from pomoview.client import (
 )
 from pomoview.client.values import dict_to_row, row_to_dict
 from pomoview.proto.pomoview.v1 import view_service_pb2 as pb
-from pomoview.proto.pomoview.v1 import view_service_pb2_grpc as pb_grpc
 from pomoview.server.cli import main
 from pomoview.server.security import ServerSecurity
-
-RELATIONS = [
-    pb.Relation(
-        name="vote",
-        kind="source",
-        attributes=[
-            pb.Attribute(name="article_id", type="int"),
-            pb.Attribute(name="user_id", type="int"),
-        ],
-    ),
-    pb.Relation(
-        name="articleWithVotes",
-        kind="derived",
-        is_view=True,
-        key=["id"],
-        attributes=[
-            pb.Attribute(name="id", type="int"),
-            pb.Attribute(name="title", type="string"),
-            pb.Attribute(name="votes", type="int"),
-        ],
-    ),
-]
-
-# view name -> (status code, message) the fake aborts Lookup with.
-LOOKUP_ABORTS = {
-    "missing": (grpc.StatusCode.NOT_FOUND, "unknown view 'missing'"),
-    "spark": (grpc.StatusCode.UNAVAILABLE, "spark job failed"),
-    "noprogram": (grpc.StatusCode.FAILED_PRECONDITION, "no program installed"),
-    "future": (grpc.StatusCode.OUT_OF_RANGE, "min_epoch 99 was never issued"),
-    "internal": (grpc.StatusCode.INTERNAL, "boom"),
-}
-
-
-class FakeViewService(pb_grpc.ViewServiceServicer):
-    """Records every request; answers Lookup with two rows per key built from the key."""
-
-    def __init__(self) -> None:
-        self.requests: list[Any] = []
-        self.epoch = 0
-        self._lock = threading.Lock()
-
-    def _record(self, request: Any) -> None:
-        with self._lock:
-            self.requests.append(request)
-
-    def Install(self, request: pb.InstallRequest, context: grpc.ServicerContext) -> Any:
-        self._record(request)
-        if "syntax error" in request.program:
-            context.set_trailing_metadata([("pomoview-position", f"{request.filename}:1:5")])
-            context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT, f"{request.filename}:1:5: unexpected token"
-            )
-        return pb.InstallResponse(relations=RELATIONS)
-
-    def Write(self, request: pb.WriteRequest, context: grpc.ServicerContext) -> Any:
-        self._record(request)
-        for ch in request.changes:
-            if ch.source == "nosuch":
-                context.abort(grpc.StatusCode.NOT_FOUND, "unknown source 'nosuch'")
-        with self._lock:
-            self.epoch += 1
-            return pb.WriteResponse(epoch=self.epoch)
-
-    def Lookup(self, request: pb.LookupRequest, context: grpc.ServicerContext) -> Any:
-        self._record(request)
-        if request.view in LOOKUP_ABORTS:
-            context.abort(*LOOKUP_ABORTS[request.view])
-        if request.view == "slow":
-            time.sleep(1.0)
-        results = []
-        for key in request.keys:
-            base = row_to_dict(key)
-            rows = [
-                dict_to_row({**base, "votes": 2, "title": "b"}),
-                dict_to_row({**base, "votes": 1, "title": "a"}),
-            ]
-            results.append(pb.KeyRows(rows=rows))
-        if request.view == "short":
-            results = results[:-1]
-        return pb.LookupResponse(results=results, epoch=self.epoch)
-
-    def Describe(self, request: pb.DescribeRequest, context: grpc.ServicerContext) -> Any:
-        self._record(request)
-        return pb.DescribeResponse(program="source vote(...).", relations=RELATIONS)
-
-    def Stats(self, request: pb.StatsRequest, context: grpc.ServicerContext) -> Any:
-        self._record(request)
-        return pb.StatsResponse(
-            applied_epoch=5,
-            durable_epoch=6,
-            flushed_epoch=3,
-            upqueries=2,
-            spark_jobs=1,
-            dropped_deltas=4,
-            memory_budget=64 << 20,
-            rss_bytes=90 << 20,
-            baseline_rss_bytes=40 << 20,
-            partial_state_bytes=30 << 20,
-            eviction_rounds=3,
-            readers=[
-                pb.ReaderStats(view="articleWithVotes", key=["id"], partial=True, present_keys=10)
-            ],
-            states=[
-                pb.DataflowNode(id="n0", operator="SourceIndex", detail="SourceIndex(vote by (article_id,))",
-                                stateful=True, key=["article_id"], partial=True, present_keys=10, rows=31,
-                                bytes=4096, dropped=7, upqueries=10, views=["articleWithVotes"]),
-                pb.DataflowNode(id="n1", operator="Map", detail="Map", inputs=["n0"]),
-            ],
-        )
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[tuple[str, FakeViewService]]:
-    fake = FakeViewService()
-    srv = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-    pb_grpc.add_ViewServiceServicer_to_server(fake, srv)
-    port = srv.add_insecure_port("127.0.0.1:0")
-    srv.start()
-    try:
-        yield f"127.0.0.1:{port}", fake
-    finally:
-        srv.stop(None)
-
-
-@pytest.fixture()
-def address(server: tuple[str, FakeViewService]) -> str:
-    return server[0]
-
-
-@pytest.fixture()
-def fake(server: tuple[str, FakeViewService]) -> FakeViewService:
-    server[1].requests.clear()
-    return server[1]
-
-
-@pytest.fixture()
-def dead_address() -> str:
-    # A port that was free a moment ago; nothing listens on it.
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    return f"127.0.0.1:{port}"
-
 
 # ---------------------------------------------------------------- sync client
 
@@ -269,8 +117,9 @@ def test_lookup_and_min_epoch(address: str, fake: FakeViewService) -> None:
 def test_lookup_many_keeps_key_order(address: str, fake: FakeViewService) -> None:
     with Client(address) as db:
         results = db.lookup_many("articleWithVotes", [{"id": 3}, {"id": 1}, {"id": 2}])
-        assert db.lookup_many("articleWithVotes", []) == []
-    assert [[r["id"] for r in rows] for rows in results] == [[3, 3], [1, 1], [2, 2]]
+        assert db.lookup_many("articleWithVotes", []) == {}
+    assert list(results) == [(3,), (1,), (2,)]
+    assert [[r["id"] for r in rows] for rows in results.values()] == [[3, 3], [1, 1], [2, 2]]
     assert len(fake.requests) == 1  # the empty lookup never reached the server
 
 
@@ -365,7 +214,7 @@ def test_async_client_same_requests_and_errors(address: str, fake: FakeViewServi
             rows = await db.lookup("articleWithVotes", {"id": 4}, min_epoch=epoch)
             assert {r["votes"] for r in rows} == {1, 2}
             many = await db.lookup_many("articleWithVotes", [{"id": 5}, {"id": 6}])
-            assert [rows[0]["id"] for rows in many] == [5, 6]
+            assert [rows[0]["id"] for rows in many.values()] == [5, 6] and list(many) == [(5,), (6,)]
             assert (await db.stats())["applied_epoch"] == 5
             assert (await db.describe())["program"] == "source vote(...)."
             with pytest.raises(InvalidArgument, match="a.pomo:1:5") as info:

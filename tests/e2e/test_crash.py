@@ -295,7 +295,8 @@ class Writer:
             self.lookup_failure = (time.monotonic(), f"{err.code.name}: {err}"[:200])
             return False
         expected = expected_views([setup, self.model], ids)
-        for i, rows in zip(ids, got, strict=True):
+        for i in ids:
+            rows = got[(i,)]
             if sorted(rows, key=str) != expected[i]:
                 self.live_errors.append(
                     f"writer {self.index}: lookup of article {i} at epoch {b.epoch} gave {rows}, "
@@ -493,7 +494,7 @@ class CrashRun:
         ids = self.all_ids()
         started = time.monotonic()
         rows = db.lookup_many(VIEW, [{"id": i} for i in ids], min_epoch=self.max_acked)
-        got = {i: sorted(r, key=str) for i, r in zip(ids, rows, strict=True)}
+        got = {i: sorted(rows[(i,)], key=str) for i in ids}
         looked_up = time.monotonic() - started
         # Which in-flight batches made it: decided by their markers, which must agree.
         failures: list[str] = []

@@ -1,0 +1,124 @@
+"""A fake pomoview server for the client tests: a real in-process gRPC server whose servicer
+is a test double. It records requests and returns canned answers, aborting with specific
+status codes for specific inputs."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import grpc
+
+from pomoview.client.values import dict_to_row, row_to_dict
+from pomoview.proto.pomoview.v1 import view_service_pb2 as pb
+from pomoview.proto.pomoview.v1 import view_service_pb2_grpc as pb_grpc
+
+RELATIONS = [
+    pb.Relation(
+        name="vote",
+        kind="source",
+        attributes=[
+            pb.Attribute(name="article_id", type="int"),
+            pb.Attribute(name="user_id", type="int"),
+        ],
+    ),
+    pb.Relation(
+        name="articleWithVotes",
+        kind="derived",
+        is_view=True,
+        key=["id"],
+        attributes=[
+            pb.Attribute(name="id", type="int"),
+            pb.Attribute(name="title", type="string"),
+            pb.Attribute(name="votes", type="int"),
+        ],
+    ),
+]
+
+# view name -> (status code, message) the fake aborts Lookup with.
+LOOKUP_ABORTS = {
+    "missing": (grpc.StatusCode.NOT_FOUND, "unknown view 'missing'"),
+    "spark": (grpc.StatusCode.UNAVAILABLE, "spark job failed"),
+    "noprogram": (grpc.StatusCode.FAILED_PRECONDITION, "no program installed"),
+    "future": (grpc.StatusCode.OUT_OF_RANGE, "min_epoch 99 was never issued"),
+    "internal": (grpc.StatusCode.INTERNAL, "boom"),
+}
+
+
+class FakeViewService(pb_grpc.ViewServiceServicer):
+    """Records every request; answers Lookup with two rows per key built from the key."""
+
+    def __init__(self) -> None:
+        self.requests: list[Any] = []
+        self.epoch = 0
+        self._lock = threading.Lock()
+
+    def _record(self, request: Any) -> None:
+        with self._lock:
+            self.requests.append(request)
+
+    def Install(self, request: pb.InstallRequest, context: grpc.ServicerContext) -> Any:
+        self._record(request)
+        if "syntax error" in request.program:
+            context.set_trailing_metadata([("pomoview-position", f"{request.filename}:1:5")])
+            context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, f"{request.filename}:1:5: unexpected token"
+            )
+        return pb.InstallResponse(relations=RELATIONS)
+
+    def Write(self, request: pb.WriteRequest, context: grpc.ServicerContext) -> Any:
+        self._record(request)
+        for ch in request.changes:
+            if ch.source == "nosuch":
+                context.abort(grpc.StatusCode.NOT_FOUND, "unknown source 'nosuch'")
+        with self._lock:
+            self.epoch += 1
+            return pb.WriteResponse(epoch=self.epoch)
+
+    def Lookup(self, request: pb.LookupRequest, context: grpc.ServicerContext) -> Any:
+        self._record(request)
+        if request.view in LOOKUP_ABORTS:
+            context.abort(*LOOKUP_ABORTS[request.view])
+        if request.view == "slow":
+            time.sleep(1.0)
+        results = []
+        for key in request.keys:
+            base = row_to_dict(key)
+            rows = [
+                dict_to_row({**base, "votes": 2, "title": "b"}),
+                dict_to_row({**base, "votes": 1, "title": "a"}),
+            ]
+            results.append(pb.KeyRows(rows=rows))
+        if request.view == "short":
+            results = results[:-1]
+        return pb.LookupResponse(results=results, epoch=self.epoch)
+
+    def Describe(self, request: pb.DescribeRequest, context: grpc.ServicerContext) -> Any:
+        self._record(request)
+        return pb.DescribeResponse(program="source vote(...).", relations=RELATIONS)
+
+    def Stats(self, request: pb.StatsRequest, context: grpc.ServicerContext) -> Any:
+        self._record(request)
+        return pb.StatsResponse(
+            applied_epoch=5,
+            durable_epoch=6,
+            flushed_epoch=3,
+            upqueries=2,
+            spark_jobs=1,
+            dropped_deltas=4,
+            memory_budget=64 << 20,
+            rss_bytes=90 << 20,
+            baseline_rss_bytes=40 << 20,
+            partial_state_bytes=30 << 20,
+            eviction_rounds=3,
+            readers=[
+                pb.ReaderStats(view="articleWithVotes", key=["id"], partial=True, present_keys=10)
+            ],
+            states=[
+                pb.DataflowNode(id="n0", operator="SourceIndex", detail="SourceIndex(vote by (article_id,))",
+                                stateful=True, key=["article_id"], partial=True, present_keys=10, rows=31,
+                                bytes=4096, dropped=7, upqueries=10, views=["articleWithVotes"]),
+                pb.DataflowNode(id="n1", operator="Map", detail="Map", inputs=["n0"]),
+            ],
+        )
