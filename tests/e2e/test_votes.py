@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import random
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
 
 from pomoview.client import Client
+from pomoview.server import explain
 
-from .server_process import ServerProcess, wait_for_flush
+from .server_process import VOTES, ServerProcess, wait_for_flush
 from .votes_model import VotesModel
 
 
@@ -128,3 +134,70 @@ def test_describe_and_stats_show_the_partial_states_of_a_view(votes_server: Serv
             assert "nope" in str(err)
         else:
             raise AssertionError("an unknown view is NOT_FOUND")
+
+
+def _cli(server: ServerProcess, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pomoview.server.cli", *args, "--address", server.address],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_explain_draws_the_states_of_the_keys_looked_up(votes_server: ServerProcess, tmp_path: Path) -> None:
+    """Through the real CLI: `explain` shows what Describe and Stats say, and the states
+    hold exactly the keys this test looked up (a reinstall starts an empty dataflow)."""
+    view = "articleWithVotes"
+    installed = _cli(votes_server, "install", str(VOTES))
+    assert installed.returncode == 0, installed.stderr
+    cold = _cli(votes_server, "explain", view, "--text")
+    assert cold.returncode == 1 and "no dataflow yet" in cold.stderr
+    assert f"lookup {view} id=VALUE" in cold.stderr
+    articles = {5000: 3, 5003: 1, 5004: 0, 5005: 2}  # id -> its votes
+    looked_up = [5000, 5003, 5004, 5999]  # 5999 is no article: present, with no row
+    with votes_server.client() as db:
+        db.write("article", insert=[{"id": a, "title": f"explained {a}"} for a in articles])
+        epoch = db.write(
+            "vote", insert=[{"article_id": a, "user_id": u} for a, n in articles.items() for u in range(n)]
+        )
+        for article in looked_up:
+            assert db.lookup(view, {"id": article}, min_epoch=epoch) == (
+                [{"id": article, "title": f"explained {article}", "votes": articles[article]}]
+                if article in articles
+                else []
+            )
+        text = _cli(votes_server, "explain", view, "--text")
+        dot = _cli(votes_server, "explain", view, "-o", "-")
+        svg = _cli(votes_server, "explain", view, "-o", str(tmp_path / "v.svg"))
+        nodes = db.describe(view)["nodes"]
+        states = db.stats()["states"]
+    assert isinstance(nodes, list) and states == nodes  # one view, nothing moved in between
+    assert text.returncode == dot.returncode == svg.returncode == 0, text.stderr + dot.stderr + svg.stderr
+    # The states against the keys looked up: each holds those 4 keys, and the rows under them.
+    present = {n["detail"]: (n["present_keys"], n["rows"]) for n in nodes if n["stateful"]}
+    found = sum(a in articles for a in looked_up)
+    assert present["SourceIndex(article by ('id',), partial)"] == (len(looked_up), found)
+    assert present["SourceIndex(vote by ('article_id',), partial)"] == (
+        len(looked_up),
+        sum(articles.get(a, 0) for a in looked_up),
+    )
+    assert present["Reader('id', 'title', 'votes')"] == (len(looked_up), found)
+    assert all(n["partial"] for n in nodes if n["stateful"])
+    # The CLI's pictures are those of this Describe answer.
+    assert dot.stdout == explain.to_dot(view, nodes)
+    assert text.stdout == explain.to_text(view, nodes) + "\n"
+    for node in nodes:
+        assert f"{node['id']} {node['detail']}" in text.stdout
+        if node["stateful"]:
+            assert f"{node['present_keys']} keys, {node['rows']} rows" in text.stdout
+    if shutil.which("dot") is None:
+        assert "apt-get install graphviz" in svg.stderr and (tmp_path / "v.dot").read_text() == dot.stdout
+        return
+    ns = {"s": "http://www.w3.org/2000/svg"}
+    drawn = {
+        g.findtext("s:title", namespaces=ns): [t.text for t in g.findall("s:text", ns)]
+        for g in ET.parse(tmp_path / "v.svg").getroot().iter("{http://www.w3.org/2000/svg}g")
+        if g.get("class") == "node"
+    }
+    assert drawn == {n["id"]: explain.label_lines(n) for n in nodes}
