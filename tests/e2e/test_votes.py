@@ -9,8 +9,11 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import pytest
+
 from pomoview.client import Client
 from pomoview.server import explain
+from pomoview.server.cli import main
 
 from .server_process import VOTES, ServerProcess, wait_for_flush
 from .votes_model import VotesModel
@@ -136,24 +139,24 @@ def test_describe_and_stats_show_the_partial_states_of_a_view(votes_server: Serv
             raise AssertionError("an unknown view is NOT_FOUND")
 
 
-def _cli(server: ServerProcess, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "pomoview.server.cli", *args, "--address", server.address],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+def _cli(capsys: pytest.CaptureFixture[str], server: ServerProcess, *args: str) -> tuple[int, str, str]:
+    """Runs `pomoview ARGS` in this process (a new one costs seconds on a loaded machine):
+    its exit status, stdout and stderr."""
+    capsys.readouterr()
+    status = main([*args, "--address", server.address])
+    out, err = capsys.readouterr()
+    return status, out, err
 
 
-def test_explain_draws_the_states_of_the_keys_looked_up(votes_server: ServerProcess, tmp_path: Path) -> None:
-    """Through the real CLI: `explain` shows what Describe and Stats say, and the states
-    hold exactly the keys this test looked up (a reinstall starts an empty dataflow)."""
+def test_explain_draws_the_states_of_the_keys_looked_up(
+    votes_server: ServerProcess, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Through the CLI: `explain` shows what Describe and Stats say, and the states hold
+    exactly the keys this test looked up (a reinstall starts an empty dataflow)."""
     view = "articleWithVotes"
-    installed = _cli(votes_server, "install", str(VOTES))
-    assert installed.returncode == 0, installed.stderr
-    cold = _cli(votes_server, "explain", view, "--text")
-    assert cold.returncode == 1 and "no dataflow yet" in cold.stderr
-    assert f"lookup {view} id=VALUE" in cold.stderr
+    assert _cli(capsys, votes_server, "install", str(VOTES))[0] == 0
+    status, _, err = _cli(capsys, votes_server, "explain", view, "--text")
+    assert status == 1 and "no dataflow yet" in err and f"lookup {view} id=VALUE" in err
     articles = {5000: 3, 5003: 1, 5004: 0, 5005: 2}  # id -> its votes
     looked_up = [5000, 5003, 5004, 5999]  # 5999 is no article: present, with no row
     with votes_server.client() as db:
@@ -167,13 +170,17 @@ def test_explain_draws_the_states_of_the_keys_looked_up(votes_server: ServerProc
                 if article in articles
                 else []
             )
-        text = _cli(votes_server, "explain", view, "--text")
-        dot = _cli(votes_server, "explain", view, "-o", "-")
-        svg = _cli(votes_server, "explain", view, "-o", str(tmp_path / "v.svg"))
+        # Once as the installed command would run, in a process of its own.
+        command = [sys.executable, "-m", "pomoview.server.cli", "explain", view, "--text"]
+        text = subprocess.run(
+            [*command, "--address", votes_server.address], capture_output=True, text=True, timeout=120
+        )
+        dot = _cli(capsys, votes_server, "explain", view, "-o", "-")
+        svg = _cli(capsys, votes_server, "explain", view, "-o", str(tmp_path / "v.svg"))
         nodes = db.describe(view)["nodes"]
         states = db.stats()["states"]
     assert isinstance(nodes, list) and states == nodes  # one view, nothing moved in between
-    assert text.returncode == dot.returncode == svg.returncode == 0, text.stderr + dot.stderr + svg.stderr
+    assert (text.returncode, dot[0], svg[0]) == (0, 0, 0), text.stderr + dot[2] + svg[2]
     # The states against the keys looked up: each holds those 4 keys, and the rows under them.
     present = {n["detail"]: (n["present_keys"], n["rows"]) for n in nodes if n["stateful"]}
     found = sum(a in articles for a in looked_up)
@@ -185,14 +192,14 @@ def test_explain_draws_the_states_of_the_keys_looked_up(votes_server: ServerProc
     assert present["Reader('id', 'title', 'votes')"] == (len(looked_up), found)
     assert all(n["partial"] for n in nodes if n["stateful"])
     # The CLI's pictures are those of this Describe answer.
-    assert dot.stdout == explain.to_dot(view, nodes)
+    assert dot[1] == explain.to_dot(view, nodes)
     assert text.stdout == explain.to_text(view, nodes) + "\n"
     for node in nodes:
         assert f"{node['id']} {node['detail']}" in text.stdout
         if node["stateful"]:
             assert f"{node['present_keys']} keys, {node['rows']} rows" in text.stdout
     if shutil.which("dot") is None:
-        assert "apt-get install graphviz" in svg.stderr and (tmp_path / "v.dot").read_text() == dot.stdout
+        assert "apt-get install graphviz" in svg[2] and (tmp_path / "v.dot").read_text() == dot[1]
         return
     ns = {"s": "http://www.w3.org/2000/svg"}
     drawn = {
