@@ -4,6 +4,7 @@ real files, against the in-process engine on the same epochs, across flushes and
 from __future__ import annotations
 
 import random
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,9 @@ from pomoview.server.errors import FailedPrecondition
 from pomoview.server.scheduler import Scheduler
 from pomoview.server.time_state import Checkpoint
 
-from .time_programs import CHECKBOX, DOMAIN, LATCH, PROGRAMS, SEEN, Epoch, expected, random_epoch
+# The programs are shared with tests/e2e/test_time.py, next to which they live.
+sys.path.insert(0, str(Path(__file__).parents[1] / "e2e"))
+from time_programs import CHECKBOX, DOMAIN, LATCH, PROGRAMS, SEEN, Epoch, expected, random_epoch  # noqa: E402
 
 
 def typed(values: dict[str, object]) -> dict[str, tuple[str, Any]]:
