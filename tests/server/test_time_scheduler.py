@@ -80,7 +80,7 @@ def run(name: str, seed: int, epochs: int, tmp_path: Path, spark: Any) -> None:
 
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_random_epochs_equal_the_engine(name: str, tmp_path: Path, spark: Any) -> None:
-    run(name, 1, 14, tmp_path, spark)
+    run(name, 1, 10, tmp_path, spark)
 
 
 @pytest.mark.slow
