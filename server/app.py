@@ -180,6 +180,7 @@ def serve(
         except OSError as err:
             print(f"pomoview: cannot serve metrics on {host}:{metrics_port}: {err}", file=sys.stderr)
             raise SystemExit(2) from None
+    server, bound = _bind(host, port, security)
     spark = SparkProvider(lambda: create_spark_session(spark_master))
     # The JVM takes seconds to boot: start it now so the first upquery does not wait for it.
     spark.start_in_background()
@@ -206,12 +207,6 @@ def serve(
             spark.stop()
             raise SystemExit(2) from None
     scheduler.start()
-    # A lookup that misses holds its thread while its Spark job runs; concurrent misses can
-    # only share a job (upquery_jobs.py) if they are all being served, so the pool is wide.
-    server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=GRPC_THREADS, thread_name_prefix="grpc"),
-        interceptors=security.interceptors(),
-    )
     add_view_service(ViewService(scheduler), server)
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
@@ -219,21 +214,6 @@ def serve(
     reflection.enable_server_reflection(
         (service_name, health.SERVICE_NAME, reflection.SERVICE_NAME), server
     )
-    credentials = security.server_credentials()
-    try:
-        if credentials is None:
-            bound = server.add_insecure_port(f"{host}:{port}")
-        else:
-            bound = server.add_secure_port(f"{host}:{port}", credentials)
-    except RuntimeError:  # grpc raises where it used to return 0
-        bound = 0
-    if bound == 0:
-        # grpc checks the key against the certificate only here, with nothing but "failed to bind".
-        hint = " (is --tls-key the private key of --tls-cert?)" if credentials is not None else ""
-        print(f"pomoview: cannot listen on {host}:{port}{hint}", file=sys.stderr)
-        scheduler.stop()
-        spark.stop()
-        raise SystemExit(1)
     server.start()
     for name in ("", service_name):
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
@@ -265,3 +245,31 @@ def serve(
     server.stop(grace=2).wait()
     scheduler.stop()
     spark.stop()
+
+
+def _bind(host: str, port: int, security: ServerSecurity) -> tuple[grpc.Server, int]:
+    """The gRPC server, bound to its port before Spark starts, so that a port in use (or a
+    TLS key that does not match its certificate) is refused at once. Exits with 1 if not."""
+    # A lookup that misses holds its thread while its Spark job runs; concurrent misses can
+    # only share a job (upquery_jobs.py) if they are all being served, so the pool is wide.
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=GRPC_THREADS, thread_name_prefix="grpc"),
+        interceptors=security.interceptors(),
+        # gRPC sets SO_REUSEPORT by default: a second server on a port in use would bind
+        # without error and share the clients with the first (seen with two `serve`s on 7878).
+        options=[("grpc.so_reuseport", 0)],
+    )
+    credentials = security.server_credentials()
+    try:
+        if credentials is None:
+            bound = server.add_insecure_port(f"{host}:{port}")
+        else:
+            bound = server.add_secure_port(f"{host}:{port}", credentials)
+    except RuntimeError:  # grpc raises where it used to return 0
+        bound = 0
+    if bound == 0:
+        # grpc checks the key against the certificate only here, with nothing but "failed to bind".
+        hint = " (is --tls-key the private key of --tls-cert?)" if credentials is not None else ""
+        print(f"pomoview: cannot listen on {host}:{port}{hint}", file=sys.stderr)
+        raise SystemExit(1)
+    return server, bound
