@@ -100,12 +100,10 @@ class WritePath(SchedulerState):
     def _apply(self, batch: LoggedBatch) -> None:
         ops: dict[str, ZSet[Row]] = {}
         for source, change in batch.changes.items():
-            zset: ZSet[Row] = ZSet()
-            for t in change.inserts:
-                zset.add(t, 1)
-            for t in change.deletes:
-                zset.add(t, -1)
-            ops[source] = zset
+            # write() made the inserts and deletes distinct and disjoint: one dict of weights.
+            weights = dict.fromkeys(change.inserts, 1)
+            weights.update(dict.fromkeys(change.deletes, -1))
+            ops[source] = ZSet.of_weights(weights)
         with self._dataflow:
             self._seq += 1  # odd: lookups without the lock do not trust what they read
             self.tail.append(batch)
