@@ -1,19 +1,27 @@
-"""Durable write throughput and acknowledgment latency, through the real server.
+"""Durable write throughput, acknowledgment latency and write -> visible latency, through
+the real server, on Noria's vote workload.
 
-    .venv/bin/python bench/write_throughput.py [--seconds 5] [--writers 1,4,16] [--batch 100] [--dir /tmp]
+    .venv/bin/python bench/write_throughput.py [--seconds 5] [--writers 1,4] [--batch 1000]
+        [--forms columns,rows] [--reps 2] [--preload 2000000] [--dir /tmp]
 
-Starts `pomoview serve` on a temporary data folder (under --dir), installs a program with one
-source of four int/string attributes, then for each writer count runs that many client
-threads, each with its own connection, each writing `--batch`-tuple batches for `--seconds`
-and timing every `Client.write` from the call to the acknowledgment (the server acknowledges
-once the batch is fsynced in its write-ahead log; concurrent writers share fsyncs).
+Starts `pomoview serve` on a temporary data folder (under --dir) with examples/votes.pomo,
+writes `--articles` articles, bulk-loads `--preload` votes from a Parquet file (`pomoview
+load`, timed: the bulk-load row of the table), and warms the view `articleWithVotes` on
+`--warm` articles. Then for each wire form of a write (`columns`: the client's default,
+typed columns per attribute; `rows`: a map of Value messages per row) and each writer
+count, that many client threads, each with its own connection, write `--batch`-vote
+batches for `--seconds`, timing every write from the call to the acknowledgment (the
+server acknowledges once the batch is fsynced in its write-ahead log; concurrent writers
+share fsyncs). The votes go to every article, warm or not, with user ids never repeated.
 
-The peer, in the same run and the same folder: one thread that appends the same encoded log
-records (`wal.encode_record`: `encode_batch` of equivalent batches, with the record header) to a file
-and fsyncs after each one. fsync latency on a shared disk drifts from minute to minute, so
-the loop runs for `--seconds` right before each writer row, and that row's ratio is its
-tuples/s against the loop's tuples/s of the same minute (shown in the last column). The
-bare row sums all of the loop's runs.
+The peer, in the same run and the same folder: one thread appending the same encoded log
+records (`wal.encode_record`) to a file and fsyncing after each one. fsync latency on a
+shared disk drifts, so the loop runs for `--seconds` right before each writer row, and
+that row's ratio is against the loop's tuples/s of the same minute. Rows run `--reps`
+times, alternating (A B A B ...), and the table shows medians.
+
+Write -> visible: one writer writes one vote for a warm article and looks it up with
+`min_epoch` (read-your-writes), timing the pair; p50 and p99 over `--visible` samples.
 
 The flusher (the Spark job moving the log into Parquet) is held off by a long
 --flush-interval, so the numbers are those of the write path alone.
@@ -23,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import tempfile
 import threading
@@ -31,24 +40,22 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pomoview.client import Client  # noqa: E402
+import numpy as np  # noqa: E402
+import pyarrow as pa  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+
+from pomoview.client import Client, messages  # noqa: E402
 from pomoview.server.types import LoggedBatch, SourceChange  # noqa: E402
 from pomoview.server.wal import encode_record  # noqa: E402
-from tests.e2e.server_process import ServerProcess  # noqa: E402
+from tests.e2e.server_process import VOTES, ServerProcess  # noqa: E402
 
-PROGRAM = """
-source event(id: int, user: int, kind: string, note: string).
-view eventsByUser(user).
-eventsByUser(user: U, id: I, kind: K) :- event(id: I, user: U, kind: K).
-"""
-KINDS = ("click", "view", "like", "share")
+VIEW = "articleWithVotes"
 
 
-def _rows(writer: int, seq: int, size: int) -> list[tuple[int, int, str, str]]:
-    """One batch's tuples, in the source's attribute order; ids never repeat, so no insert
-    is a no-op."""
-    base = (writer * 1_000_000_000) + seq * size
-    return [(base + j, j % 97, KINDS[j % 4], f"note {writer}/{seq}/{j}") for j in range(size)]
+def _votes(writer: int, seq: int, size: int, articles: int) -> list[tuple[int, int]]:
+    """One batch's (article_id, user_id); user ids never repeat, so no insert is a no-op."""
+    base = writer * 1_000_000_000 + seq * size
+    return [((base + j) % articles + 1, base + j) for j in range(size)]
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -69,10 +76,19 @@ def _fs_type(path: Path) -> str:
     return kind
 
 
+def _write(db: Client, rows: list[dict[str, object]], form: str) -> int:
+    """One batch in the given wire form; `columns` is what `Client.write` sends."""
+    if form == "columns":
+        return db.write("vote", insert=rows)
+    request = messages.write_request({"vote": (rows, ())}, columnar=False)
+    return db._call(db._stub.Write, request).epoch  # noqa: SLF001 (the row form, on purpose)
+
+
 def run_writers(
-    address: str, writers: int, seconds: float, size: int, offset: int
+    address: str, form: str, writers: int, seconds: float, size: int, offset: int, articles: int
 ) -> tuple[int, float, list[float]]:
-    """`writers` threads writing for `seconds`; returns (tuples written, elapsed s, latencies s)."""
+    """`writers` threads writing for `seconds`; returns (tuples written, elapsed s, latencies s).
+    The client's encoding is inside the timed span: it is part of a write's cost."""
     latencies: list[list[float]] = [[] for _ in range(writers)]
     counts = [0] * writers
     errors: list[BaseException] = []
@@ -86,11 +102,11 @@ def run_writers(
         try:
             start.wait()
             while time.perf_counter() < deadline[0]:
-                rows = [
-                    {"id": i, "user": u, "kind": k, "note": n} for i, u, k, n in _rows(offset + w, seq, size)
+                rows: list[dict[str, object]] = [
+                    {"article_id": a, "user_id": u} for a, u in _votes(offset + w, seq, size, articles)
                 ]
                 t0 = time.perf_counter()
-                db.write("event", insert=rows)
+                _write(db, rows, form)
                 latencies[w].append(time.perf_counter() - t0)
                 counts[w] += size
                 seq += 1
@@ -113,94 +129,167 @@ def run_writers(
     return sum(counts), elapsed, [x for per in latencies for x in per]
 
 
-def run_bare_loop(folder: Path, seconds: float, size: int) -> tuple[int, float, list[float]]:
+def run_bare_loop(folder: Path, seconds: float, size: int, articles: int) -> tuple[int, float]:
     """Append + fsync of pre-encoded log records, one fsync per record, single-threaded."""
-    records = [
-        encode_record(LoggedBatch(seq + 1, {"event": SourceChange(tuple(_rows(999, seq, size)), ())}))
-        for seq in range(256)
-    ]
+    changes = [{"vote": SourceChange(tuple(_votes(999, seq, size, articles)), ())} for seq in range(64)]
+    records = [encode_record(LoggedBatch(seq + 1, c)) for seq, c in enumerate(changes)]
     path = folder / "bare-append.log"
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_TRUNC, 0o644)
-    latencies: list[float] = []
     try:
         t_start = time.perf_counter()
         deadline = t_start + seconds
         n = 0
         while time.perf_counter() < deadline:
-            record = records[n % len(records)]
-            t0 = time.perf_counter()
-            view = memoryview(record)
+            view = memoryview(records[n % len(records)])
             while view:
                 view = view[os.write(fd, view) :]
             os.fsync(fd)
-            latencies.append(time.perf_counter() - t0)
             n += 1
         elapsed = time.perf_counter() - t_start
     finally:
         os.close(fd)
         path.unlink()
-    return n * size, elapsed, latencies
+    return n * size, elapsed
 
 
-def main() -> None:
+def run_visible(address: str, samples: int, warm: int, offset: int) -> list[float]:
+    """Write one vote for a warm article, then read it back with min_epoch; seconds per pair."""
+    out = []
+    with Client(address, timeout=60.0) as db:
+        for i in range(samples):
+            article = i % warm + 1
+            t0 = time.perf_counter()
+            epoch = db.write("vote", insert=[{"article_id": article, "user_id": offset + i}])
+            db.lookup(VIEW, {"id": article}, min_epoch=epoch)
+            out.append(time.perf_counter() - t0)
+    return out
+
+
+def preload(db: Client, folder: Path, votes: int, articles: int) -> float:
+    """Bulk-loads `votes` votes from Parquet; returns rows/s of the load. A small load first
+    waits for Spark's start, which is not the load's cost."""
+    path = folder / "votes.parquet"
+    for n in (1000, votes):  # user ids below 0: apart from those the writers write
+        ids = np.arange(-n, 0, dtype=np.int64)
+        pq.write_table(pa.table({"article_id": ids % articles + 1, "user_id": ids}), path)
+        if n != votes:
+            db.load("vote", path, timeout=3600)
+    phases: dict[str, float] = {}  # the load's phase -> seconds spent in it
+
+    def progress(report: dict[str, object]) -> None:
+        phase = str(report["phase"])
+        phases.setdefault(phase, time.perf_counter())
+
+    t0 = time.perf_counter()
+    rows, _ = db.load("vote", path, timeout=3600, progress=progress)
+    t1 = time.perf_counter()
+    path.unlink()
+    starts = sorted((t, p) for p, t in phases.items()) + [(t1, "")]
+    spans = [f"{p} {b - a:.1f} s" for (a, p), (b, _) in zip(starts, starts[1:], strict=False)]
+    print(f"bulk load: {rows:,} rows in {t1 - t0:.1f} s; phases: {', '.join(spans)}", flush=True)
+    return rows / (t1 - t0)
+
+
+def drains_text(drains: list[float]) -> str:
+    return ", ".join(f"{d:.1f} s" for d in drains)
+
+
+def main(argv: list[str] | None = None) -> dict[str, object]:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--seconds", type=float, default=5.0, help="duration of each measurement")
-    parser.add_argument("--writers", default="1,4,16", help="comma-separated writer counts")
-    parser.add_argument("--batch", type=int, default=100, help="tuples per write batch")
+    parser.add_argument("--writers", default="1,4", help="comma-separated writer counts")
+    parser.add_argument("--forms", default="columns,rows", help="wire forms: columns, rows")
+    parser.add_argument("--batch", type=int, default=1000, help="votes per write batch")
+    parser.add_argument("--reps", type=int, default=2, help="runs of each row, alternated")
+    parser.add_argument("--articles", type=int, default=1000)
+    parser.add_argument("--warm", type=int, default=100, help="articles looked up before writing")
+    parser.add_argument("--preload", type=int, default=2_000_000, help="votes bulk-loaded first")
+    parser.add_argument("--visible", type=int, default=200, help="write -> visible samples")
     parser.add_argument("--dir", default=None, help="where the temporary data folder goes")
     parser.add_argument("--flush-interval", type=float, default=3600.0)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     levels = [int(w) for w in args.writers.split(",")]
-    rows: list[tuple[str, int, float, list[float]]] = []
-    bares: list[tuple[int, float, list[float]]] = []
+    forms = args.forms.split(",")
+    cases = [(form, writers) for writers in levels for form in forms]
+    runs: dict[tuple[str, int], list[tuple[float, list[float], float]]] = {c: [] for c in cases}
+    bares: list[tuple[int, float]] = []
+    visible: list[float] = []
+    drains: list[float] = []  # seconds the dataflow took to catch up after each round
+    load_rate = 0.0
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         folder = Path(tmp)
-        server = ServerProcess(folder / "data", flush_interval=args.flush_interval).start()
+        server = ServerProcess(folder / "data", program=VOTES, flush_interval=args.flush_interval).start()
         try:
             with server.client() as db:
-                db.install(PROGRAM)
+                articles = range(1, args.articles + 1)
+                db.write("article", insert=[{"id": i, "title": f"article {i}"} for i in articles])
+                if args.preload:
+                    load_rate = preload(db, folder, args.preload, args.articles)
+                for i in range(1, args.warm + 1):
+                    db.lookup(VIEW, {"id": i})
             # Warm the server's and the client's code paths before anything is timed.
-            run_writers(server.address, 2, 1.0, args.batch, offset=900)
-            for index, writers in enumerate(levels):
-                bares.append(run_bare_loop(folder, args.seconds, args.batch))
-                tuples, elapsed, latencies = run_writers(
-                    server.address, writers, args.seconds, args.batch, offset=(index + 1) * 100
-                )
-                rows.append((f"{writers}", tuples, elapsed, latencies))
-            with server.client() as db:
-                stats = db.stats()
+            for form in forms:
+                run_writers(server.address, form, 2, 1.0, args.batch, 900, args.articles)
+            offset = 1
+            for rep in range(args.reps):
+                for case in cases if rep % 2 == 0 else cases[::-1]:
+                    bare = run_bare_loop(folder, args.seconds, args.batch, args.articles)
+                    bares.append(bare)
+                    form, writers = case
+                    tuples, elapsed, lat = run_writers(
+                        server.address, form, writers, args.seconds, args.batch, offset, args.articles
+                    )
+                    offset += writers
+                    runs[case].append((tuples / elapsed, lat, bare[0] / bare[1]))
+                # The dataflow applies acknowledged batches behind the writers; the backlog is
+                # drained first, so that the latency below is that of one write alone.
+                t_drain = time.perf_counter()
+                with Client(server.address, timeout=600.0) as db:
+                    durable = db.stats()["durable_epoch"]
+                    assert isinstance(durable, int)
+                    db.lookup(VIEW, {"id": 1}, min_epoch=durable)
+                drains.append(time.perf_counter() - t_drain)
+                users = 2_000_000_000 + rep * 100_000
+                visible += run_visible(server.address, args.visible // args.reps, args.warm, users)
         finally:
             server.stop()
         fs = _fs_type(folder)
-    bare_tuples = sum(b[0] for b in bares)
-    bare_elapsed = sum(b[1] for b in bares)
-    bare_latencies = [x for b in bares for x in b[2]]
     print(
-        f"durable writes of {args.batch}-tuple batches, {args.seconds:g} s per row, "
-        f"{os.cpu_count()} cores, log on {fs}"
+        f"durable writes of {args.batch}-vote batches, {args.seconds:g} s per run, medians of "
+        f"{args.reps} alternated runs, {os.cpu_count()} cores, log on {fs}"
     )
     print()
     print(
-        "| writers | tuples/s | p50 ms | p99 ms | ratio vs bare append+fsync loop "
-        "| bare loop tuples/s, same minute |"
+        "| form | writers | votes/s | p50 ms | p99 ms | ratio vs bare append+fsync loop "
+        "| bare loop votes/s, same minute |"
     )
-    print("|---:|---:|---:|---:|---:|---:|")
-    table = [(*row, bare[0] / bare[1]) for row, bare in zip(rows, bares, strict=True)]
-    bare_rate = bare_tuples / bare_elapsed
-    table.append(("bare append+fsync loop", bare_tuples, bare_elapsed, bare_latencies, bare_rate))
-    for name, tuples, elapsed, latencies, peer in table:
-        rate = tuples / elapsed
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    table: dict[str, object] = {}
+    for form, writers in cases:
+        got = runs[(form, writers)]
+        rate = statistics.median(r for r, _, _ in got)
+        peer = statistics.median(p for _, _, p in got)
+        lat = [x for _, ls, _ in got for x in ls]
+        p50, p99 = _percentile(lat, 0.5) * 1e3, _percentile(lat, 0.99) * 1e3
+        table[f"{form}/{writers}"] = rate
         print(
-            f"| {name} | {rate:,.0f} | {_percentile(latencies, 0.5) * 1e3:.2f} "
-            f"| {_percentile(latencies, 0.99) * 1e3:.2f} | {rate / peer:.2f}x | {peer:,.0f} |"
+            f"| {form} | {writers} | {rate:,.0f} | {p50:.2f} | {p99:.2f} | {rate / peer:.2f}x "
+            f"| {peer:,.0f} |"
         )
+    bare_rate = sum(b[0] for b in bares) / sum(b[1] for b in bares)
+    print(f"| bare append+fsync loop | 1 | {bare_rate:,.0f} | | | 1.00x | |")
     print()
+    if args.preload:
+        print(f"bulk load of {args.preload:,} votes (Parquet, `pomoview load`): {load_rate:,.0f} rows/s")
+    print(f"dataflow apply backlog after each round of writer runs, drained in: {drains_text(drains)}")
     print(
-        f"bare loop: {len(bare_latencies) / bare_elapsed:,.0f} batches/s (one fsync each); "
-        f"server: {stats['durable_epoch']} epochs committed"
+        f"write -> visible in a warm view (1 vote, then lookup with min_epoch), {len(visible)} samples: "
+        f"p50 {_percentile(visible, 0.5) * 1e3:.2f} ms, p99 {_percentile(visible, 0.99) * 1e3:.2f} ms"
     )
+    return {"rates": table, "load_rate": load_rate, "visible_p50": _percentile(visible, 0.5)}
+
 
 if __name__ == "__main__":
     main()

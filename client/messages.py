@@ -17,7 +17,7 @@ from pomoview.proto.pomoview.v1 import view_service_pb2 as pb
 
 from .errors import InvalidArgument, PomoviewError
 from .results import Attributes, KeyTuple, Rows, RowsByKey
-from .values import dict_to_row, row_to_dict
+from .values import dict_to_row, row_to_dict, rows_to_columns
 
 Changes = Mapping[str, tuple[Iterable[Mapping[str, object]], Iterable[Mapping[str, object]]]]
 # Called with each progress report of a load: {phase, tasks_done, tasks_total, fraction, rows}.
@@ -45,13 +45,30 @@ def install_result(resp: pb.InstallResponse) -> list[dict[str, object]]:
     return [relation_to_dict(r) for r in resp.relations]
 
 
-def write_request(changes: Changes) -> pb.WriteRequest:
-    """Returns one atomic batch: per source, its inserted and deleted rows."""
+def write_request(changes: Changes, columnar: bool | None = None) -> pb.WriteRequest:
+    """Returns one atomic batch: per source, its inserted and deleted rows.
+
+    Each side goes as columns (`Columns`) when its rows fit them (`rows_to_columns`), else as
+    rows; the server checks both forms alike. `columnar=False` sends rows only;
+    `columnar=True` sends columns only and raises ValueError for rows that do not fit.
+    """
     req = pb.WriteRequest()
     for source, (inserts, deletes) in changes.items():
         sc = req.changes.add(source=source)
-        sc.inserts.extend(dict_to_row(r) for r in inserts)
-        sc.deletes.extend(dict_to_row(r) for r in deletes)
+        for rows, side, columns_field in (
+            (inserts, sc.inserts, "insert_columns"),
+            (deletes, sc.deletes, "delete_columns"),
+        ):
+            rows = rows if isinstance(rows, list | tuple) else list(rows)
+            if not rows:
+                continue
+            columns = rows_to_columns(rows) if columnar is not False else None
+            if columns is not None:
+                getattr(sc, columns_field).CopyFrom(columns)
+            elif columnar:
+                raise ValueError(f"the {columns_field} of {source!r} do not fit the columnar form")
+            else:
+                side.extend(dict_to_row(r) for r in rows)
     return req
 
 

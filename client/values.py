@@ -14,7 +14,8 @@ The mapping is one to one, so a row read back equals the row written:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from operator import itemgetter
 
 from pomoview.proto.pomoview.v1 import view_service_pb2 as pb
 
@@ -90,3 +91,65 @@ def row_to_dict(row: pb.Row) -> dict[str, object]:
     A protobuf map has no order of its own; sorting makes printed rows repeatable.
     """
     return {name: from_value(name, row.fields[name]) for name in sorted(row.fields)}
+
+
+# The `Column` field holding a column of each exact Python type (subclasses other than Cid,
+# and mixed types, go as rows, which decide their case value by value).
+_COLUMN_FIELDS: dict[type, str] = {
+    bool: "bool_values",
+    int: "int_values",
+    float: "float_values",
+    str: "string_values",
+    Cid: "cid_values",
+    bytes: "bytes_values",
+}
+
+
+def rows_to_columns(rows: Sequence[Mapping[str, object]]) -> pb.Columns | None:
+    """The rows as one `Columns` (a column per attribute), or None when they do not fit
+    one: rows naming different attributes, or an attribute whose values are not all of one
+    of the types above (bytes and bytearray mix), or an int outside int64. The row form
+    sends those as they are, and raises the errors for values it cannot send."""
+    out = pb.Columns()
+    if not rows:
+        return out
+    names = list(rows[0])
+    width = len(names)
+    if width == 0 or any(type(n) is not str for n in names):
+        return None
+    if any(len(r) != width for r in rows):
+        return None
+    try:
+        # Whole-list passes in C: a write of many rows spends its client time here.
+        values = list(map(itemgetter(*names), rows))
+    except KeyError:
+        return None
+    columns = zip(*values, strict=True) if width > 1 else [values]
+    for name, column in zip(names, columns, strict=True):
+        types = set(map(type, column))
+        if bytearray in types and types <= {bytes, bytearray}:
+            column, types = [bytes(v) for v in column], {bytes}  # type: ignore[arg-type]
+        field = _COLUMN_FIELDS.get(types.pop()) if len(types) == 1 else None
+        if field is None:
+            return None
+        try:
+            getattr(out.columns.add(name=name), field).values.extend(column)
+        except (ValueError, TypeError):  # an int outside int64, a str protobuf refuses
+            return None
+    return out
+
+
+def columns_to_rows(columns: pb.Columns) -> list[dict[str, object]]:
+    """The inverse of `rows_to_columns`: the rows, as dicts in the columns' order. Raises
+    ValueError for columns of different lengths, which pair values of different rows."""
+    named: list[tuple[str, list[object]]] = []
+    for column in columns.columns:
+        kind = column.WhichOneof("values")
+        values: list[object] = [] if kind is None else list(getattr(column, kind).values)
+        if kind == "cid_values":
+            values = [Cid(v) for v in values]
+        named.append((column.name, values))
+    if len({len(values) for _, values in named}) > 1:
+        raise ValueError(f"columns of different lengths: {[(n, len(v)) for n, v in named]}")
+    names = [name for name, _ in named]
+    return [dict(zip(names, row, strict=True)) for row in zip(*(v for _, v in named), strict=True)]

@@ -28,6 +28,13 @@ class ZSet(Generic[E]):
         for element, weight in pairs:
             self.add(element, weight)
 
+    @classmethod
+    def of_weights(cls, weights: dict[E, int]) -> ZSet[E]:
+        """The Z-set of `weights`, taken as is (not copied): every weight must be non-zero."""
+        out: ZSet[E] = cls()
+        out._w = weights
+        return out
+
     def add(self, element: E, weight: int = 1) -> None:
         if weight == 0:
             return

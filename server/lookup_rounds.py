@@ -25,7 +25,7 @@ from .source_store import Pin
 from .spark_session import SparkSessionLost, spark_error_reason
 from .types import SourceSchema, Tuple_, Value
 from .upquery_jobs import Ticket
-from .write_path import TypedRow, _coerce
+from .write_rows import TypedRow, _coerce
 
 MAX_UPQUERY_ROUNDS = 64
 SESSION_DIED = "Spark session died"

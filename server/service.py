@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from typing import TypeVar
 
 import grpc
@@ -19,7 +19,7 @@ from .bulk_load import Progress
 from .errors import ServiceError
 from .scheduler import Scheduler
 from .types import Value
-from .write_path import TypedRow
+from .write_rows import Column, ColumnRows, Rows, TypedRow
 
 log = logging.getLogger("pomoview.service")
 T = TypeVar("T")
@@ -34,6 +34,8 @@ _KINDS = {
     "cid_value": "cid",
 }
 _FIELDS = {v: k for k, v in _KINDS.items()}
+# A `Column`'s oneof cases: `Value`'s, plural ("int_values").
+_COLUMN_KINDS = {f"{k}s": v for k, v in _KINDS.items()}
 
 
 def typed_row(row: pb.Row, where: str) -> TypedRow:
@@ -44,6 +46,30 @@ def typed_row(row: pb.Row, where: str) -> TypedRow:
             raise _invalid(f"{where}: attribute {name!r} has no value")
         out[name] = (_KINDS[kind], getattr(value, kind))
     return out
+
+
+def column_rows(columns: pb.Columns) -> ColumnRows:
+    """The columnar form of one side of a change, for `write_rows.to_tuples` to check."""
+    out = []
+    for column in columns.columns:
+        kind = column.WhichOneof("values")
+        if kind is None:
+            out.append(Column(column.name, "", ()))
+        else:
+            # A list, not the repeated field: zipping and indexing plain lists is faster.
+            out.append(Column(column.name, _COLUMN_KINDS[kind], list(getattr(column, kind).values)))
+    return ColumnRows(tuple(out))
+
+
+def _side(change: pb.SourceChanges, i: int, side: str) -> Rows:
+    """One side ("inserts" or "deletes") of change `i`, in the form it was sent in."""
+    rows = getattr(change, side)
+    field = f"{side[:-1]}_columns"
+    if change.HasField(field):
+        if rows:
+            raise _invalid(f"changes[{i}]: {side} are given both as rows and as {field}")
+        return column_rows(getattr(change, field))
+    return [typed_row(r, f"changes[{i}].{side}[{j}]") for j, r in enumerate(rows)]
 
 
 def to_value(value: object, type_name: str) -> pb.Value:
@@ -170,15 +196,10 @@ class ViewService(pb_grpc.ViewServiceServicer):
 
     def Write(self, request: pb.WriteRequest, context: grpc.ServicerContext) -> pb.WriteResponse:
         def run() -> pb.WriteResponse:
-            changes: list[tuple[str, Sequence[TypedRow], Sequence[TypedRow]]] = []
-            for i, change in enumerate(request.changes):
-                inserts = [
-                    typed_row(r, f"changes[{i}].inserts[{j}]") for j, r in enumerate(change.inserts)
-                ]
-                deletes = [
-                    typed_row(r, f"changes[{i}].deletes[{j}]") for j, r in enumerate(change.deletes)
-                ]
-                changes.append((change.source, inserts, deletes))
+            changes = [
+                (change.source, _side(change, i, "inserts"), _side(change, i, "deletes"))
+                for i, change in enumerate(request.changes)
+            ]
             return pb.WriteResponse(epoch=self.scheduler.write(changes))
 
         return self._call(context, run)

@@ -35,12 +35,10 @@ def operations(batch: LoggedBatch) -> dict[str, ZSet[Row]]:
     them exact deltas)."""
     ops: dict[str, ZSet[Row]] = {}
     for source, change in batch.changes.items():
-        zset: ZSet[Row] = ZSet()
-        for t in change.inserts:
-            zset.add(t, 1)
-        for t in change.deletes:
-            zset.add(t, -1)
-        ops[source] = zset
+        # write() made the inserts and deletes distinct and disjoint: one dict of weights.
+        weights = dict.fromkeys(change.inserts, 1)
+        weights.update(dict.fromkeys(change.deletes, -1))
+        ops[source] = ZSet.of_weights(weights)
     return ops
 
 

@@ -10,47 +10,22 @@ from __future__ import annotations
 
 import errno
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from .errors import InvalidArgument, ResourceExhausted, Unavailable
 from .scheduler_state import SchedulerState
-from .types import LoggedBatch, SourceChange, SourceSchema, Tuple_, Value
+from .types import LoggedBatch, SourceChange, Tuple_
 from .wal import WalUnusable
+from .write_rows import Rows, to_tuples
 
 log = logging.getLogger("pomoview.scheduler")
-
-# A value as it arrived on the wire: (type name, Python value).
-TypedValue = tuple[str, Value]
-TypedRow = Mapping[str, TypedValue]
-
-
-def _coerce(value: TypedValue, expected: str, where: str) -> Value:
-    kind, raw = value
-    if kind == expected:
-        return raw
-    if kind == "int" and expected == "float":
-        return float(raw)  # an int literal where a float is declared loses nothing
-    raise InvalidArgument(f"{where}: expected {expected}, got {kind} {raw!r}")
-
-
-def _typed_tuple(row: TypedRow, schema: SourceSchema, where: str) -> Tuple_:
-    names = [a for a, _ in schema]
-    missing = [a for a in names if a not in row]
-    extra = sorted(a for a in row if a not in names)
-    if missing:
-        raise InvalidArgument(f"{where}: missing attribute {', '.join(missing)}")
-    if extra:
-        raise InvalidArgument(
-            f"{where}: unknown attribute {', '.join(extra)} (it has {', '.join(names)})"
-        )
-    return tuple(_coerce(row[a], t, f"{where}: attribute {a!r}") for a, t in schema)
-
 
 
 class WritePath(SchedulerState):
 
-    def write(self, changes: Sequence[tuple[str, Sequence[TypedRow], Sequence[TypedRow]]]) -> int:
-        """Validates, logs durably and queues one batch; returns its epoch."""
+    def write(self, changes: Sequence[tuple[str, Rows, Rows]]) -> int:
+        """Validates, logs durably and queues one batch; returns its epoch. Each change is
+        (source, inserts, deletes), each side as rows or as columns (write_rows.py)."""
         program = self._require_program()
         merged: dict[str, tuple[dict[Tuple_, None], dict[Tuple_, None]]] = {}
         for index, (source, inserts, deletes) in enumerate(changes):
@@ -63,8 +38,7 @@ class WritePath(SchedulerState):
             schema = program.source_schema(source)
             ins, dels = merged.setdefault(source, ({}, {}))
             for kind, rows, out in (("inserts", inserts, ins), ("deletes", deletes, dels)):
-                for i, row in enumerate(rows):
-                    out[_typed_tuple(row, schema, f"{source} {kind}[{i}]")] = None
+                out.update(dict.fromkeys(to_tuples(rows, schema, f"{source} {kind}")))
         for source, (ins, dels) in merged.items():
             both = [t for t in ins if t in dels]
             if both:

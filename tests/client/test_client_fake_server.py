@@ -25,7 +25,7 @@ from pomoview.client import (
     PomoviewError,
     Unavailable,
 )
-from pomoview.client.values import dict_to_row, row_to_dict
+from pomoview.client.values import columns_to_rows, row_to_dict
 from pomoview.proto.pomoview.v1 import view_service_pb2 as pb
 from pomoview.server.cli import main
 from pomoview.server.security import ServerSecurity
@@ -79,18 +79,15 @@ def test_write_and_write_batch_requests(address: str, fake: FakeViewService) -> 
         )
     assert e2 == e1 + 1
     first, second = fake.requests
-    assert first == pb.WriteRequest(
-        changes=[
-            pb.SourceChanges(
-                source="vote",
-                inserts=[dict_to_row({"article_id": 1, "user_id": 7})],
-                deletes=[dict_to_row({"article_id": 2, "user_id": 8})],
-            )
-        ]
-    )
+    # Rows of one shape go as columns (the client's default); each side decodes back to them.
+    (change,) = first.changes
+    assert change.source == "vote" and not change.inserts and not change.deletes
+    assert columns_to_rows(change.insert_columns) == [{"article_id": 1, "user_id": 7}]
+    assert columns_to_rows(change.delete_columns) == [{"article_id": 2, "user_id": 8}]
     assert [c.source for c in second.changes] == ["article", "vote"]
-    assert second.changes[0].inserts[0].fields["ref"].cid_value == "bafy"
-    assert len(second.changes[1].inserts) == 1 and not second.changes[1].deletes
+    assert second.changes[0].insert_columns.columns[2].cid_values.values == ["bafy"]
+    assert columns_to_rows(second.changes[1].insert_columns) == [{"article_id": 1, "user_id": 9}]
+    assert not second.changes[1].deletes and not second.changes[1].HasField("delete_columns")
 
 
 def test_write_unknown_source_is_not_found(address: str) -> None:
@@ -239,8 +236,8 @@ def test_async_client_same_requests_and_errors(address: str, fake: FakeViewServi
     ]
     lookup = fake.requests[3]
     assert lookup.HasField("min_epoch") and row_to_dict(lookup.keys[0]) == {"id": 4}
-    assert list(fake.requests[2].changes[0].deletes) == [
-        dict_to_row({"article_id": 1, "user_id": 2})
+    assert columns_to_rows(fake.requests[2].changes[0].delete_columns) == [
+        {"article_id": 1, "user_id": 2}
     ]
 
 
@@ -307,13 +304,14 @@ def test_cli_write_one_batch(
     (req,) = fake.requests
     (ch,) = req.changes
     assert ch.source == "vote"
+    # The inserts name different attributes, so they go as rows; the deletes fit columns.
     assert [row_to_dict(r) for r in ch.inserts] == [
         {"article_id": 1, "user_id": 7},
         {"article_id": 2, "user_id": 7, "b": b"\x00\x01"},
         {"article_id": 3, "user_id": 1},
         {"article_id": 5, "user_id": 1, "w": 0.5},
     ]
-    assert [row_to_dict(r) for r in ch.deletes] == [
+    assert columns_to_rows(ch.delete_columns) == [
         {"article_id": 9, "user_id": 7},
         {"article_id": 4, "user_id": 1},
     ]

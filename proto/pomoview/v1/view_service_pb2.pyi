@@ -71,15 +71,73 @@ class InstallResponse(_message.Message):
     relations: _containers.RepeatedCompositeFieldContainer[Relation]
     def __init__(self, relations: _Optional[_Iterable[_Union[Relation, _Mapping]]] = ...) -> None: ...
 
+class Column(_message.Message):
+    __slots__ = ("name", "int_values", "float_values", "string_values", "bool_values", "bytes_values", "cid_values")
+    class Ints(_message.Message):
+        __slots__ = ("values",)
+        VALUES_FIELD_NUMBER: _ClassVar[int]
+        values: _containers.RepeatedScalarFieldContainer[int]
+        def __init__(self, values: _Optional[_Iterable[int]] = ...) -> None: ...
+    class Floats(_message.Message):
+        __slots__ = ("values",)
+        VALUES_FIELD_NUMBER: _ClassVar[int]
+        values: _containers.RepeatedScalarFieldContainer[float]
+        def __init__(self, values: _Optional[_Iterable[float]] = ...) -> None: ...
+    class Strings(_message.Message):
+        __slots__ = ("values",)
+        VALUES_FIELD_NUMBER: _ClassVar[int]
+        values: _containers.RepeatedScalarFieldContainer[str]
+        def __init__(self, values: _Optional[_Iterable[str]] = ...) -> None: ...
+    class Bools(_message.Message):
+        __slots__ = ("values",)
+        VALUES_FIELD_NUMBER: _ClassVar[int]
+        values: _containers.RepeatedScalarFieldContainer[bool]
+        def __init__(self, values: _Optional[_Iterable[bool]] = ...) -> None: ...
+    class Bytes(_message.Message):
+        __slots__ = ("values",)
+        VALUES_FIELD_NUMBER: _ClassVar[int]
+        values: _containers.RepeatedScalarFieldContainer[bytes]
+        def __init__(self, values: _Optional[_Iterable[bytes]] = ...) -> None: ...
+    class Cids(_message.Message):
+        __slots__ = ("values",)
+        VALUES_FIELD_NUMBER: _ClassVar[int]
+        values: _containers.RepeatedScalarFieldContainer[str]
+        def __init__(self, values: _Optional[_Iterable[str]] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    INT_VALUES_FIELD_NUMBER: _ClassVar[int]
+    FLOAT_VALUES_FIELD_NUMBER: _ClassVar[int]
+    STRING_VALUES_FIELD_NUMBER: _ClassVar[int]
+    BOOL_VALUES_FIELD_NUMBER: _ClassVar[int]
+    BYTES_VALUES_FIELD_NUMBER: _ClassVar[int]
+    CID_VALUES_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    int_values: Column.Ints
+    float_values: Column.Floats
+    string_values: Column.Strings
+    bool_values: Column.Bools
+    bytes_values: Column.Bytes
+    cid_values: Column.Cids
+    def __init__(self, name: _Optional[str] = ..., int_values: _Optional[_Union[Column.Ints, _Mapping]] = ..., float_values: _Optional[_Union[Column.Floats, _Mapping]] = ..., string_values: _Optional[_Union[Column.Strings, _Mapping]] = ..., bool_values: _Optional[_Union[Column.Bools, _Mapping]] = ..., bytes_values: _Optional[_Union[Column.Bytes, _Mapping]] = ..., cid_values: _Optional[_Union[Column.Cids, _Mapping]] = ...) -> None: ...
+
+class Columns(_message.Message):
+    __slots__ = ("columns",)
+    COLUMNS_FIELD_NUMBER: _ClassVar[int]
+    columns: _containers.RepeatedCompositeFieldContainer[Column]
+    def __init__(self, columns: _Optional[_Iterable[_Union[Column, _Mapping]]] = ...) -> None: ...
+
 class SourceChanges(_message.Message):
-    __slots__ = ("source", "inserts", "deletes")
+    __slots__ = ("source", "inserts", "deletes", "insert_columns", "delete_columns")
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     INSERTS_FIELD_NUMBER: _ClassVar[int]
     DELETES_FIELD_NUMBER: _ClassVar[int]
+    INSERT_COLUMNS_FIELD_NUMBER: _ClassVar[int]
+    DELETE_COLUMNS_FIELD_NUMBER: _ClassVar[int]
     source: str
     inserts: _containers.RepeatedCompositeFieldContainer[Row]
     deletes: _containers.RepeatedCompositeFieldContainer[Row]
-    def __init__(self, source: _Optional[str] = ..., inserts: _Optional[_Iterable[_Union[Row, _Mapping]]] = ..., deletes: _Optional[_Iterable[_Union[Row, _Mapping]]] = ...) -> None: ...
+    insert_columns: Columns
+    delete_columns: Columns
+    def __init__(self, source: _Optional[str] = ..., inserts: _Optional[_Iterable[_Union[Row, _Mapping]]] = ..., deletes: _Optional[_Iterable[_Union[Row, _Mapping]]] = ..., insert_columns: _Optional[_Union[Columns, _Mapping]] = ..., delete_columns: _Optional[_Union[Columns, _Mapping]] = ...) -> None: ...
 
 class WriteRequest(_message.Message):
     __slots__ = ("changes",)
