@@ -177,7 +177,8 @@ class Subscriptions:
         the ones that overflowed or were closed. Caller holds the lock."""
         if not self._dirty:
             return
-        dirty, self._dirty = self._dirty, []
+        dirty = list(self._dirty)
+        self._dirty.clear()  # in place: each subscription holds its bound `append`
         for sub in dirty:
             if not sub.seal(epoch) and sub.attached:
                 if not sub.closed:
