@@ -82,7 +82,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         ],
     ).start()
     yield Served(server, f"http://127.0.0.1:{port}/metrics")
-    server.stop()
+    # Killed, not stopped: its data is thrown away, and a stop waits for the Spark JVM to
+    # finish booting (tens of seconds here) when no test needed Spark.
+    server.kill()
 
 
 def as_rows(rows: list[dict[str, object]]) -> set[tuple[int, str, int]]:
@@ -240,6 +242,8 @@ def test_the_async_client_subscribes_and_a_break_cancels(served: Served) -> None
                         await db.write("vote", insert=[{"article_id": 100, "user_id": 1}])
                     else:
                         break
+            # Left the block, the channel still open: the server let the subscription go.
+            await asyncio.to_thread(served.wait_metric, "pomoview_subscriptions", 0, 30.0)
             return got
 
     snapshot, change = asyncio.run(run())
