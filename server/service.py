@@ -234,7 +234,9 @@ class ViewService(pb_grpc.ViewServiceServicer):
         typed = sub.attributes
         # Runs however the call ends (a cancel, the client gone, the stream's end): the
         # keys are released at once, not when this thread next wakes.
-        context.add_callback(lambda: self.scheduler.unsubscribe(sub))
+        if not context.add_callback(lambda: self.scheduler.unsubscribe(sub)):
+            self.scheduler.unsubscribe(sub)  # the call ended already (cancelled during the fill)
+            return
 
         def message(tuples: list[tuple[object, ...]]) -> list[pb.Row]:
             return [

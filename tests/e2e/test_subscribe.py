@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from pomoview.client import AsyncClient, Change, Client, ResourceExhausted
+from pomoview.client import AsyncClient, Change, Client, InvalidArgument, NotFound, ResourceExhausted
 
 from .server_process import VOTES, ServerProcess, wait_for_flush
 from .votes_model import VotesModel
@@ -281,6 +281,21 @@ def test_the_cli_prints_json_lines_and_ends_on_ctrl_c(served: Served) -> None:
     }
     assert proc.returncode == 0 and "Traceback" not in err, err
     served.wait_metric("pomoview_subscriptions", 0)
+
+
+def test_bad_subscriptions_get_their_status_and_change_nothing(served: Served) -> None:
+    with served.server.client() as db:
+        before = db.stats()["readers"]
+        with pytest.raises(NotFound, match="no view named 'nope'"):
+            next(db.subscribe("nope", [{"id": 1}]))
+        with pytest.raises(InvalidArgument, match="has no attribute idx"):
+            next(db.subscribe(VIEW, [{"idx": 1}]))
+        with pytest.raises(InvalidArgument, match=r"keys\[1\].id: expected int"):
+            next(db.subscribe(VIEW, [{"id": 1}, {"id": "x"}]))
+        with pytest.raises(InvalidArgument, match="at least one key"):
+            db.subscribe(VIEW, [])
+        assert db.stats()["readers"] == before
+    assert served.metric("pomoview_subscriptions") == 0
 
 
 def test_a_subscriber_that_never_reads_overflows_and_holds_nothing_up(served: Served) -> None:

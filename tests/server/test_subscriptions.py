@@ -126,3 +126,21 @@ def test_a_reset_ends_every_subscription_after_what_it_buffered() -> None:
     assert item is not None and item[0] == 7
     with pytest.raises(Unavailable, match="rebuilt; subscribe again"):
         sub.next(timeout=0)
+
+
+def test_subscriptions_past_the_limit_are_refused_until_one_closes() -> None:
+    sources = Sources()
+    graph = ProgramGraph(compile_program(VOTES), partial=True)
+    graph.lookup(*VIEW, [(0,)], sources.fetch)
+    reader = graph.graph.readers[VIEW]
+    subs = Subscriptions(max_open=2)
+    first = subs.attach("articleWithVotes", reader, [(0,)])
+    subs.attach("articleWithVotes", reader, [(0,)])
+    with pytest.raises(ResourceExhausted, match="too many open subscriptions .*limit is 2"):
+        subs.attach("articleWithVotes", reader, [(0,)])
+    assert reader.state.pinned == {(0,): 2}
+    first.close()
+    subs.detach(first)
+    subs.detach(first)  # idempotent
+    subs.attach("articleWithVotes", reader, [(0,)])
+    assert reader.state.pinned == {(0,): 2}
