@@ -146,7 +146,9 @@ class AsyncClient:
 
     async def describe(self, view: str | None = None) -> dict[str, object]:
         """Returns {program, relations, nodes} of the installed program; `nodes` is the
-        dataflow graph of `view` built so far (inputs first), empty without a view."""
+        dataflow graph of `view` built so far (inputs first), empty without a view or
+        before its first lookup: a dict per operator of DataflowNode's fields (id, operator,
+        detail, inputs, stateful, key, partial, present_keys, rows, bytes, ..., unmeasured)."""
         resp = await self._call(self._stub.Describe, pb.DescribeRequest(view=view or ""))
         self._attributes = messages.relation_attributes(resp.relations)
         return messages.describe_result(resp)

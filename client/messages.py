@@ -204,6 +204,7 @@ def node_to_dict(node: pb.DataflowNode) -> dict[str, object]:
         "upqueries": node.upqueries,
         "evictions": node.evictions,
         "views": list(node.views),
+        "unmeasured": node.unmeasured,
     }
 
 

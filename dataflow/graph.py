@@ -144,7 +144,9 @@ class Graph:
                 evictions=node.metrics.evictions,
                 views=sorted(node_views),
             )
-            if summary is not None:
+            if summary is None:
+                info.unmeasured = node.stateful
+            else:
                 info.key = list(summary.key)
                 info.partial = summary.partial
                 info.present_keys = summary.present_keys

@@ -27,4 +27,6 @@ class NodeInfo:
     upqueries: int = 0
     evictions: int = 0
     views: list[str] = field(default_factory=list)
+    # A stateful node whose state the fields above do not describe (a nested circuit's).
+    unmeasured: bool = False
 

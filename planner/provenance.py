@@ -23,6 +23,13 @@ operator and everything above it is *full* (key None), hydrated once with a scan
   the result column is derived from an aggregate value: full.
 - A recursive stratum (Recursive) is full whatever the key, and so is a Unit.
 - Hidden `p@next` relations and sources are leaves: their source index is keyed by the key.
+  History (`@next`, transient sources) does not make a state full here: what depends on the
+  epochs before is held at the leaves, full and at the current epoch, by whoever runs the
+  program (the engine's sets, the server's TimeState, which checkpoints them durably), and
+  their upqueries are answered from it, never from the store; a partial state above them is
+  refilled from the same epoch's contents its deltas came from. What must be full is the
+  relation `p@ind` of p's inductive bodies, read every epoch for every key to make the next
+  `p@next`: it is always built keyed by () (full), at install, not at a lookup.
 
 So a partial state only ever has partial states or the reader below it, never a full one
 (a full operator's inputs are all full): Noria's eligibility rule. The pass is iterative

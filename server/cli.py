@@ -1,8 +1,9 @@
 """The `pomoview` command line: `serve`, `install`, `write`, `lookup`, `load`, `subscribe`,
-`stats`.
+`stats`, `explain`.
 
 Only the standard library, `pomoview.client`, `pomoview.server.security` (grpc and the
-standard library) and `cli_values` (the CLI's JSON values) are imported at module level:
+standard library), `cli_values` (the CLI's JSON values) and `explain` (drawing a view's
+dataflow) are imported at module level:
 a client-only install has no pyspark or lark, and `serve` imports the server lazily.
 """
 
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import TextIO
 
 from pomoview.client import Client, PomoviewError, Unauthenticated, Unavailable
-from pomoview.server import security
+from pomoview.server import explain, security
 from pomoview.server.cli_subscribe import add_subscribe_parser
 from pomoview.server.cli_values import (
     UsageError,
@@ -248,6 +249,15 @@ def cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_explain(args: argparse.Namespace) -> int:
+    """Draws a view's dataflow as SVG or DOT (server/explain.py), or prints it as a tree."""
+    with _client(args) as db:
+        described = db.describe(args.view)
+    return explain.explain(
+        args.view, described, output=args.output, text=args.text, out=sys.stdout, err=sys.stderr
+    )
+
+
 STATE_COLUMNS = (
     "id", "operator", "key", "mode", "keys", "rows", "bytes", "dropped", "upqueries", "evictions", "views"
 )
@@ -273,11 +283,18 @@ def format_stats(stats: Mapping[str, object]) -> str:
         (
             str(n["id"]),
             str(n["operator"]),
-            ",".join(map(str, n["key"])) or "()",  # type: ignore[call-overload]
-            "partial" if n["partial"] else "full",
-            str(n["present_keys"]),
-            str(n["rows"]),
-            str(n["bytes"]),
+            *(
+                (
+                    ",".join(map(str, n["key"])) or "()",  # type: ignore[call-overload]
+                    "partial" if n["partial"] else "full",
+                    str(n["present_keys"]),
+                    str(n["rows"]),
+                    str(n["bytes"]),
+                )
+                # A recursive view's Child keeps its state in a nested circuit, unmeasured.
+                if not n["unmeasured"]
+                else ("-",) * 5
+            ),
             str(n["dropped"]),
             str(n["upqueries"]),
             str(n["evictions"]),
@@ -462,6 +479,27 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("stats", parents=[client_opts], help="print server stats")
     p.add_argument("--json", action="store_true", help="print the stats as JSON")
     p.set_defaults(handler=cmd_stats)
+
+    p = sub.add_parser(
+        "explain",
+        parents=[client_opts],
+        help="draw a view's dataflow (SVG, DOT or text)",
+        description="Draw the dataflow the server built for VIEW (at its first lookup): each "
+        "operator, and for each state its key columns, partial or full, present keys and rows. "
+        "Writes VIEW.svg in the current folder by default; SVG needs Graphviz's dot program "
+        "(apt-get install graphviz), without which the DOT is written instead (VIEW.dot).",
+    )
+    p.add_argument("view", metavar="VIEW")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument(
+        "-o",
+        "--output",
+        default=None,
+        metavar="FILE",
+        help="a .svg or .dot file, or - for DOT on stdout (default VIEW.svg)",
+    )
+    out.add_argument("--text", action="store_true", help="print the dataflow as a tree instead")
+    p.set_defaults(handler=cmd_explain)
     return parser
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
+from pathlib import Path
 
 from .scheduler_state import SchedulerState
 
@@ -12,6 +13,7 @@ log = logging.getLogger("pomoview.scheduler")
 
 
 class Flusher(SchedulerState):
+    data_dir: Path
 
     # The flusher compacts a source once it has this many parts (or parts clustered otherwise
     # than the source is now), at most once every `compact_interval` seconds.
@@ -38,10 +40,18 @@ class Flusher(SchedulerState):
                 stored = self.store.version
                 # The tail may still hold flushed batches that a running lookup needs.
                 batches = [b for b in self.tail.flushable(self.applied_epoch) if b.epoch > stored]
+                # The @next state at the last of them (the applied epoch), if the program has any.
+                checkpoint = self._time_checkpoint() if batches else None
             if batches:
+                if checkpoint is not None:
+                    # Durable before the store publishes its epoch: the checkpoint is never
+                    # behind the store, whose log tail replays it forward (time_state.py).
+                    assert checkpoint.epoch == batches[-1].epoch, (checkpoint.epoch, batches[-1].epoch)
+                    checkpoint.write(self.data_dir)
                 with self._write_lock:
                     self.wal.rotate()
-                self.store.flush(batches)
+                self.store.flush(self._storable(batches))
+                assert checkpoint is None or checkpoint.epoch >= self.store.version
             durable = self._truncate_log()
             if batches:  # an idle flush every interval would only bury the real ones near 0
                 self.metrics.flush_seconds.observe(time.perf_counter() - started)

@@ -112,6 +112,9 @@ class LookupRounds(SchedulerState):
         def fetch(
             source: str, cols: tuple[str, ...], keys: list[Key], filters: Filters
         ) -> Iterable[Row]:
+            held = self._time_fetch(source, cols, keys, filters)  # transient and p@next
+            if held is not None:
+                return held
             wanted = set(keys)
             for answer in answers:
                 if (

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from pomoview.dataflow.introspect import NodeInfo
 from pomoview.planner.compile import CompiledProgram, ProgramGraph, compile_program
-from pomoview.planner.errors import Diagnostic, ProgramError
+from pomoview.planner.errors import ProgramError
 
 from . import bulk_load
 from .counters import Counters, ReaderInfo, Stats
@@ -40,6 +40,8 @@ from .metrics import Metrics
 from .overlay import LogTail
 from .source_store import SchemaMismatch, SourceStore
 from .subscriptions import DEFAULT_BUFFER_ROWS, Subscriptions
+from .time_path import TimePath
+from .time_state import uses_time
 from .types import LoggedBatch, SourceSchema
 from .upquery_jobs import UpqueryJobs
 from .wal import WriteAheadLog
@@ -56,31 +58,15 @@ UPQUERY_MAX_LINGER = 0.15
 
 __all__ = ["Scheduler", "Stats", "ReaderInfo", "Counters"]
 
-
-def _refuse_time_features(program: CompiledProgram, filename: str) -> None:
-    """Refuses `@next` rules and transient sources, with their positions.
-
-    The planner and the in-process engine run them, but the server cannot yet: the hidden
-    `p@next` relations would need their own durable state (they depend on the whole history,
-    not on the sources at one epoch), and a transient source's tuples would have to leave the
-    store and the circuits at the next epoch.
-    """
-    diagnostics = [
-        Diagnostic(rule.position, "an inductive rule (@next) is not served by the server yet")
-        for relation in program.relations.values()
-        for rule in relation.rules
-        if rule.inductive
-    ] + [
-        Diagnostic(relation.position, "a transient source is not served by the server yet")
-        for relation in program.relations.values()
-        if relation.transient
-    ]
-    if diagnostics:
-        diagnostics.sort(key=lambda d: (d.position.line, d.position.column))
-        raise ProgramError(diagnostics, program.text, filename, unsupported=True)
+# A load publishes its epoch straight into the store, past the dataflow, so the state of
+# `@next` rules and transient sources (stepped by the dataflow at every epoch) would miss it.
+_NO_LOAD_WITH_TIME = (
+    "{source!r} cannot be bulk loaded: the installed program has @next rules or transient sources, "
+    "whose state steps through every epoch; write the rows with Write instead"
+)
 
 
-class Scheduler(WritePath, LookupRounds, Flusher):
+class Scheduler(WritePath, LookupRounds, Flusher, TimePath):
     def __init__(
         self,
         data_dir: Path,
@@ -161,6 +147,7 @@ class Scheduler(WritePath, LookupRounds, Flusher):
         # No reader exists before the first lookup, so every logged batch counts as applied:
         # a reader built later reads it through the overlay.
         self.applied_epoch = self.durable_epoch
+        self._recover_time()
         log.info(
             "recovered: store version %d, %d logged batches after it",
             version,
@@ -188,10 +175,12 @@ class Scheduler(WritePath, LookupRounds, Flusher):
     def install(self, text: str, filename: str = "<program>") -> CompiledProgram:
         try:
             program = compile_program(text, filename)
-            _refuse_time_features(program, filename)
         except ProgramError as err:
             raise (Unimplemented if err.unsupported else InvalidArgument)(str(err)) from None
-        with self._write_lock:
+        # The flusher's lock first (it takes the write lock inside): a flush's checkpoint of
+        # the old program's state never lands after the new program's.
+        with self._flushing, self._write_lock:
+            registry = self._check_transient(program, filename)
             # The store remembers every source ever installed, so it refuses a source whose
             # declaration changed, whether or not the current program still declares it.
             for name in program.checked.sources:
@@ -199,10 +188,13 @@ class Scheduler(WritePath, LookupRounds, Flusher):
                     self.store.ensure_source(name, program.source_schema(name))
                 except SchemaMismatch as err:
                     raise FailedPrecondition(str(err)) from None
-            self._save_program(text)
             with self._dataflow:
+                carried = self._carry_time(registry)  # before anything changes: it may fail
+                self._save_program(text)
                 self.program = program
                 self._reset_graph()
+                checkpoint = self._install_time(program, registry, carried)
+            checkpoint.write(self.data_dir)
         return program
 
     def _save_program(self, text: str) -> None:
@@ -305,6 +297,8 @@ class Scheduler(WritePath, LookupRounds, Flusher):
         if relation is None or relation.kind != "source":
             known = ", ".join(sorted(program.checked.sources)) or "none"
             raise NotFound(f"no source named {source!r} (sources: {known})")
+        if uses_time(program):
+            raise FailedPrecondition(_NO_LOAD_WITH_TIME.format(source=source))
         schema = program.source_schema(source)
         try:
             spark = self._spark()
@@ -317,6 +311,8 @@ class Scheduler(WritePath, LookupRounds, Flusher):
             # The flusher's lock first (it takes the write lock inside): no flush runs meanwhile.
             with self._flushing, self._write_lock:
                 now = self.program
+                if uses_time(now):
+                    raise FailedPrecondition(_NO_LOAD_WITH_TIME.format(source=source))
                 if now is None or source not in now.checked.sources or now.source_schema(source) != schema:
                     raise FailedPrecondition(
                         f"the program changed during the load of {source!r}; nothing was loaded"

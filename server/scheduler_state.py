@@ -9,6 +9,9 @@ import threading
 from collections import Counter, deque
 from collections.abc import Callable
 
+from pomoview.dataflow.keyed_state import Key, Row
+from pomoview.dataflow.node import Filters
+from pomoview.dataflow.zset import ZSet
 from pomoview.planner.compile import CompiledProgram, ProgramGraph
 
 from .counters import Counters
@@ -17,6 +20,7 @@ from .metrics import Metrics
 from .overlay import LogTail
 from .source_store import SourceStore
 from .subscriptions import Subscriptions
+from .time_state import Checkpoint, TimeState
 from .types import LoggedBatch
 from .upquery_jobs import UpqueryJobs
 from .wal import WriteAheadLog
@@ -51,11 +55,30 @@ class SchedulerState:
     # A sequence lock over the applied state, for reads without the dataflow lock: odd while
     # an epoch is applied or the graph replaced, moved only under the dataflow lock.
     _seq: int
+    time: TimeState | None
+    transient_sources: frozenset[str]
 
     def _require_program(self) -> CompiledProgram:
         raise NotImplementedError
 
     def _reset_graph(self) -> None:
+        raise NotImplementedError
+
+    # Time (time_path.py): the dataflow's changes of an applied batch (None: rebuild the
+    # graph), the fetch of a transient source or `p@next` relation (None: any other), the
+    # state to checkpoint before a flush, and the batches without their transient changes.
+    def _epoch_operations(self, batch: LoggedBatch) -> dict[str, ZSet[Row]] | None:
+        raise NotImplementedError
+
+    def _time_fetch(
+        self, source: str, cols: tuple[str, ...], keys: list[Key], filters: Filters
+    ) -> list[Row] | None:
+        raise NotImplementedError
+
+    def _time_checkpoint(self) -> Checkpoint | None:
+        raise NotImplementedError
+
+    def _storable(self, batches: list[LoggedBatch]) -> list[LoggedBatch]:
         raise NotImplementedError
 
     def _enforce_budget(self) -> None:

@@ -93,6 +93,7 @@ def node_message(node: NodeInfo) -> pb.DataflowNode:
         upqueries=node.upqueries,
         evictions=node.evictions,
         views=node.views,
+        unmeasured=node.unmeasured,
     )
 
 

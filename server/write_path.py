@@ -12,9 +12,6 @@ import errno
 import logging
 from collections.abc import Mapping, Sequence
 
-from pomoview.dataflow.keyed_state import Row
-from pomoview.dataflow.zset import ZSet
-
 from .errors import InvalidArgument, ResourceExhausted, Unavailable
 from .scheduler_state import SchedulerState
 from .types import LoggedBatch, SourceChange, SourceSchema, Tuple_, Value
@@ -83,7 +80,9 @@ class WritePath(SchedulerState):
             # meanwhile (group commit). A refused epoch is skipped, never reused: later epochs
             # may already be queued behind it, and recovery accepts gaps.
             with self._write_lock:
-                if not batch_changes:
+                # Under @next rules or transient sources, time advances at every write, an
+                # empty one too (the in-process engine's epochs).
+                if not batch_changes and self.time is None:
                     return self.durable_epoch
                 epoch = max(self._last_assigned, self.durable_epoch) + 1
                 commit = self.wal.submit(LoggedBatch(epoch, batch_changes), self._on_durable)
@@ -124,18 +123,13 @@ class WritePath(SchedulerState):
                 log.exception("applying epoch %d failed", batch.epoch)
 
     def _apply(self, batch: LoggedBatch) -> None:
-        ops: dict[str, ZSet[Row]] = {}
-        for source, change in batch.changes.items():
-            zset: ZSet[Row] = ZSet()
-            for t in change.inserts:
-                zset.add(t, 1)
-            for t in change.deletes:
-                zset.add(t, -1)
-            ops[source] = zset
         with self._dataflow:
             self._seq += 1  # odd: lookups without the lock do not trust what they read
             self.tail.append(batch)
-            if self.graph is not None:
+            ops = self._epoch_operations(batch)  # steps the @next state too
+            if ops is None:
+                self._reset_graph()  # the @next state caught up: the graph missed its deltas
+            elif self.graph is not None:
                 try:
                     self.graph.step(ops)
                 except Exception:

@@ -82,7 +82,7 @@ class ServerProcess:
         """A client of this server; `options` are Client's (token=, root_certificates=, ...)."""
         return Client(self.address, timeout=120.0, **options)
 
-    def stop(self, timeout: float = 60.0) -> int:
+    def stop(self, timeout: float = 120.0) -> int:
         """SIGTERM; a server stopped while its Spark JVM still boots waits for the boot."""
         assert self.process is not None
         self.process.send_signal(signal.SIGTERM)

@@ -3,8 +3,17 @@
 from __future__ import annotations
 
 import random
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
 
 from pomoview.client import Client
+from pomoview.server import explain
+from pomoview.server.cli import main
 
 from .server_process import ServerProcess, wait_for_flush
 from .votes_model import VotesModel
@@ -128,3 +137,81 @@ def test_describe_and_stats_show_the_partial_states_of_a_view(votes_server: Serv
             assert "nope" in str(err)
         else:
             raise AssertionError("an unknown view is NOT_FOUND")
+
+
+def _cli(capsys: pytest.CaptureFixture[str], server: ServerProcess, *args: str) -> tuple[int, str, str]:
+    """Runs `pomoview ARGS` in this process (a new one costs seconds on a loaded machine):
+    its exit status, stdout and stderr."""
+    capsys.readouterr()
+    status = main([*args, "--address", server.address])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def _held(nodes: object) -> dict[str, tuple[int, int]]:
+    """Each state's (present keys, rows), by its operator's description."""
+    assert isinstance(nodes, list)
+    return {n["detail"]: (n["present_keys"], n["rows"]) for n in nodes if n["stateful"]}
+
+
+def test_explain_draws_the_states_of_the_keys_looked_up(
+    votes_server: ServerProcess, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Through the CLI: `explain` shows what Describe and Stats say, and the lookups of
+    this test add exactly their keys, and the rows under them, to each state."""
+    view = "articleWithVotes"
+    articles = {5000: 3, 5003: 1, 5004: 0, 5005: 2}  # id -> its votes; ids no other test uses
+    looked_up = [5000, 5003, 5004, 5999]  # 5999 is no article: present, with no row
+    with votes_server.client() as db:
+        before = _held(db.describe(view)["nodes"])  # what the module's other tests left
+        db.write("article", insert=[{"id": a, "title": f"explained {a}"} for a in articles])
+        epoch = db.write(
+            "vote", insert=[{"article_id": a, "user_id": u} for a, n in articles.items() for u in range(n)]
+        )
+        # In one call: one round of Spark jobs for the four keys.
+        got = db.lookup_many(view, [{"id": a} for a in looked_up], min_epoch=epoch)
+        assert {key: list(rows) for key, rows in got.items()} == {
+            (a,): [{"id": a, "title": f"explained {a}", "votes": articles[a]}] if a in articles else []
+            for a in looked_up
+        }
+        # Once as the installed command would run, in a process of its own.
+        command = [sys.executable, "-m", "pomoview.server.cli", "explain", view, "--text"]
+        text = subprocess.run(
+            [*command, "--address", votes_server.address], capture_output=True, text=True, timeout=120
+        )
+        dot = _cli(capsys, votes_server, "explain", view, "-o", "-")
+        svg = _cli(capsys, votes_server, "explain", view, "-o", str(tmp_path / "v.svg"))
+        nodes = db.describe(view)["nodes"]
+        states = db.stats()["states"]
+    assert isinstance(nodes, list) and states == nodes  # one view, nothing moved in between
+    assert (text.returncode, dot[0], svg[0]) == (0, 0, 0), text.stderr + dot[2] + svg[2]
+    # The states against the keys looked up: each gained those 4 keys, and the rows under them.
+    added = {
+        detail: (keys - before.get(detail, (0, 0))[0], rows - before.get(detail, (0, 0))[1])
+        for detail, (keys, rows) in _held(nodes).items()
+    }
+    found = sum(a in articles for a in looked_up)
+    assert added["SourceIndex(article by ('id',), partial)"] == (len(looked_up), found)
+    assert added["SourceIndex(vote by ('article_id',), partial)"] == (
+        len(looked_up),
+        sum(articles.get(a, 0) for a in looked_up),
+    )
+    assert added["Reader('id', 'title', 'votes')"] == (len(looked_up), found)
+    assert all(n["partial"] for n in nodes if n["stateful"])
+    # The CLI's pictures are those of this Describe answer.
+    assert dot[1] == explain.to_dot(view, nodes)
+    assert text.stdout == explain.to_text(view, nodes) + "\n"
+    for node in nodes:
+        assert f"{node['id']} {node['detail']}" in text.stdout
+        if node["stateful"]:
+            assert f"{node['present_keys']} keys, {node['rows']} rows" in text.stdout
+    if shutil.which("dot") is None:
+        assert "apt-get install graphviz" in svg[2] and (tmp_path / "v.dot").read_text() == dot[1]
+        return
+    ns = {"s": "http://www.w3.org/2000/svg"}
+    drawn = {
+        g.findtext("s:title", namespaces=ns): [t.text for t in g.findall("s:text", ns)]
+        for g in ET.parse(tmp_path / "v.svg").getroot().iter("{http://www.w3.org/2000/svg}g")
+        if g.get("class") == "node"
+    }
+    assert drawn == {n["id"]: explain.label_lines(n) for n in nodes}

@@ -15,7 +15,6 @@ from pomoview.server.errors import (
     NotFound,
     OutOfRange,
     ResourceExhausted,
-    Unimplemented,
 )
 from pomoview.server.scheduler import Scheduler
 
@@ -98,23 +97,27 @@ def test_refusals_change_nothing(tmp_path: Path, spark: Any) -> None:
         s.stop()
 
 
-def test_time_features_are_refused_with_positions_and_change_nothing(tmp_path: Path, spark: Any) -> None:
+def test_time_features_are_served_but_not_bulk_loaded(tmp_path: Path, spark: Any) -> None:
+    """`@next` rules and transient sources install (tests/server/test_time_scheduler.py runs
+    them); a bulk load, which would step past their state, is refused and changes nothing."""
     s = make(tmp_path, spark)
     try:
-        s.install(PROGRAM_B)
         program = (
             "transient source clicks(id: int).\n"
             "source start(id: int).\n"
+            "view box(id).\n"
             "box(id: I, on: false) :- start(id: I).\n"
             "box(id: I, on: S)@next :- box(id: I, on: S), !clicks(id: I).\n"
         )
-        with pytest.raises(Unimplemented) as refused:
-            s.install(program, "box.pomo")
-        message = str(refused.value)
-        assert "box.pomo:1:1: error: a transient source is not served by the server yet" in message
-        assert "box.pomo:4:1: error: an inductive rule (@next) is not served by the server yet" in message
-        epoch = s.write([("b", [row(x=2)], [])])
-        assert s.lookup("w", [row(x=2)], min_epoch=epoch)[0] == [[{"x": 2}]]
+        s.install(program, "box.pomo")
+        epoch = s.write([("start", [row(id=2)], [])])
+        csv = tmp_path / "start.csv"
+        csv.write_text("id\n3\n")
+        with pytest.raises(FailedPrecondition) as refused:
+            s.load("start", str(csv))
+        assert "'start' cannot be bulk loaded: the installed program has @next rules" in str(refused.value)
+        assert s.durable_epoch == epoch
+        assert s.lookup("box", [row(id=2), row(id=3)], min_epoch=epoch)[0] == [[{"id": 2, "on": False}], []]
     finally:
         s.stop()
 

@@ -124,7 +124,7 @@ class DescribeRequest(_message.Message):
     def __init__(self, view: _Optional[str] = ...) -> None: ...
 
 class DataflowNode(_message.Message):
-    __slots__ = ("id", "operator", "detail", "inputs", "stateful", "key", "partial", "present_keys", "rows", "bytes", "dropped", "upqueries", "evictions", "views")
+    __slots__ = ("id", "operator", "detail", "inputs", "stateful", "key", "partial", "present_keys", "rows", "bytes", "dropped", "upqueries", "evictions", "views", "unmeasured")
     ID_FIELD_NUMBER: _ClassVar[int]
     OPERATOR_FIELD_NUMBER: _ClassVar[int]
     DETAIL_FIELD_NUMBER: _ClassVar[int]
@@ -139,6 +139,7 @@ class DataflowNode(_message.Message):
     UPQUERIES_FIELD_NUMBER: _ClassVar[int]
     EVICTIONS_FIELD_NUMBER: _ClassVar[int]
     VIEWS_FIELD_NUMBER: _ClassVar[int]
+    UNMEASURED_FIELD_NUMBER: _ClassVar[int]
     id: str
     operator: str
     detail: str
@@ -153,7 +154,8 @@ class DataflowNode(_message.Message):
     upqueries: int
     evictions: int
     views: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, id: _Optional[str] = ..., operator: _Optional[str] = ..., detail: _Optional[str] = ..., inputs: _Optional[_Iterable[str]] = ..., stateful: _Optional[bool] = ..., key: _Optional[_Iterable[str]] = ..., partial: _Optional[bool] = ..., present_keys: _Optional[int] = ..., rows: _Optional[int] = ..., bytes: _Optional[int] = ..., dropped: _Optional[int] = ..., upqueries: _Optional[int] = ..., evictions: _Optional[int] = ..., views: _Optional[_Iterable[str]] = ...) -> None: ...
+    unmeasured: bool
+    def __init__(self, id: _Optional[str] = ..., operator: _Optional[str] = ..., detail: _Optional[str] = ..., inputs: _Optional[_Iterable[str]] = ..., stateful: _Optional[bool] = ..., key: _Optional[_Iterable[str]] = ..., partial: _Optional[bool] = ..., present_keys: _Optional[int] = ..., rows: _Optional[int] = ..., bytes: _Optional[int] = ..., dropped: _Optional[int] = ..., upqueries: _Optional[int] = ..., evictions: _Optional[int] = ..., views: _Optional[_Iterable[str]] = ..., unmeasured: _Optional[bool] = ...) -> None: ...
 
 class DescribeResponse(_message.Message):
     __slots__ = ("program", "relations", "nodes")

@@ -1,0 +1,189 @@
+"""Sixteen clients at once against one real server with a small `--memory-budget`: hit reads,
+reads that miss (evicted or never read keys), and writes of votes, vote deletions and
+retitles, for POMOVIEW_LOAD_SECONDS (10 s in CI; the slow sweep runs 60 s).
+
+It checks that no request fails, that the server's resident set stays flat once warm (it is
+printed every 5 s), and, at the end, every article's answer against a plain-Python model of
+the acknowledged writes. It prints the requests served and the p99 of hit reads.
+
+Each client writes only votes of its own users and retitles only its own articles, so the
+model does not depend on the order in which concurrent batches committed.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from pomoview.client import Client
+
+from .server_process import VOTES, ServerProcess
+from .votes_model import VotesModel
+
+CLIENTS = 16
+ARTICLES = 3000
+HOT = 40  # the keys every client reads again and again: they stay present
+BUDGET = "4M"
+WARM_UP = 0.3  # of the run: RSS is compared from here on
+
+
+def _rss(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) << 10
+    raise RuntimeError("no VmRSS")
+
+
+@dataclass
+class Tally:
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    requests: dict[str, int] = field(default_factory=lambda: {"hit": 0, "miss": 0, "write": 0})
+    errors: list[str] = field(default_factory=list)
+    hit_latencies: list[float] = field(default_factory=list)
+    last_epoch: int = 0
+
+
+@pytest.fixture(scope="module")
+def loaded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, VotesModel]]:
+    folder = Path(tmp_path_factory.mktemp("mixed"))
+    server = ServerProcess(
+        folder / "data", program=VOTES, flush_interval=0.5, extra_args=["--memory-budget", BUDGET]
+    ).start()
+    model = VotesModel()
+    rng = random.Random(11)
+    try:
+        with server.client() as db:
+            articles = [{"id": i, "title": f"article {i}"} for i in range(ARTICLES)]
+            db.write("article", insert=articles)
+            model.apply("article", articles, [])
+            for start in range(0, 60_000, 10_000):
+                votes = [{"article_id": rng.randrange(ARTICLES), "user_id": start + j} for j in range(10_000)]
+                db.write("vote", insert=votes)
+                model.apply("vote", votes, [])
+        yield server, model
+    finally:
+        server.stop()
+
+
+def _client_loop(
+    n: int, server: ServerProcess, model: VotesModel, model_lock: threading.Lock, tally: Tally, until: float
+) -> None:
+    rng = random.Random(100 + n)
+    mine: list[dict[str, int]] = []  # this client's live votes
+    next_user = 10**6 * (n + 1)  # this client's users: the model needs no write order
+    own_articles = [a for a in range(ARTICLES) if a % CLIENTS == n]
+    titles = {a: f"article {a}" for a in own_articles}
+    with Client(server.address, timeout=60.0) as db:
+        while time.monotonic() < until:
+            roll = rng.random()
+            try:
+                if roll < 0.6:
+                    key = {"id": rng.randrange(HOT)}
+                    t0 = time.perf_counter()
+                    db.lookup("articleWithVotes", key)
+                    elapsed = time.perf_counter() - t0
+                    with tally.lock:
+                        tally.requests["hit"] += 1
+                        tally.hit_latencies.append(elapsed)
+                elif roll < 0.75:
+                    cold = [{"id": rng.randrange(HOT, ARTICLES)} for _ in range(5)]
+                    db.lookup_many("articleWithVotes", cold)
+                    with tally.lock:
+                        tally.requests["miss"] += 1
+                else:
+                    kind = rng.random()
+                    if kind < 0.7 or not mine:
+                        users = range(next_user, next_user + 50)
+                        ins = [{"article_id": rng.randrange(ARTICLES), "user_id": u} for u in users]
+                        next_user += 50
+                        epoch = db.write("vote", insert=ins)
+                        with model_lock:
+                            model.apply("vote", ins, [])
+                        mine += ins
+                    elif kind < 0.9:
+                        rng.shuffle(mine)
+                        gone, mine = mine[:20], mine[20:]
+                        epoch = db.write("vote", delete=gone)
+                        with model_lock:
+                            model.apply("vote", [], gone)
+                    else:
+                        a = rng.choice(own_articles)
+                        old = {"id": a, "title": titles[a]}
+                        titles[a] = f"article {a} v{rng.randrange(10**6)}"
+                        new = {"id": a, "title": titles[a]}
+                        epoch = db.write_batch({"article": ([new], [old])})
+                        with model_lock:
+                            model.apply("article", [new], [old])
+                    with tally.lock:
+                        tally.requests["write"] += 1
+                        tally.last_epoch = max(tally.last_epoch, epoch)
+            except Exception as err:  # noqa: BLE001 (every failure is counted and shown)
+                with tally.lock:
+                    tally.errors.append(f"client {n}: {type(err).__name__}: {err}")
+
+
+def _run(loaded: tuple[ServerProcess, VotesModel], seconds: float) -> None:
+    server, model = loaded
+    assert server.process is not None
+    pid = server.process.pid
+    tally = Tally()
+    model_lock = threading.Lock()
+    rss: list[tuple[float, int]] = []
+    start = time.monotonic()
+    until = start + seconds
+    threads = [
+        threading.Thread(target=_client_loop, args=(n, server, model, model_lock, tally, until), daemon=True)
+        for n in range(CLIENTS)
+    ]
+    for t in threads:
+        t.start()
+    report_at = start
+    while any(t.is_alive() for t in threads):
+        now = time.monotonic()
+        rss.append((now - start, _rss(pid)))
+        if now >= report_at:
+            mib = rss[-1][1] / 2**20
+            print(f"  t={now - start:5.1f}s  server RSS {mib:7.1f} MiB  requests {dict(tally.requests)}")
+            report_at += 5.0
+        time.sleep(0.25)
+    for t in threads:
+        t.join()
+    latencies = sorted(tally.hit_latencies)
+    p99 = latencies[int(0.99 * (len(latencies) - 1))] if latencies else float("nan")
+    warm = [r for t, r in rss if t >= WARM_UP * seconds]
+    print(
+        f"mixed load, {CLIENTS} clients, {seconds:.0f} s: {sum(tally.requests.values())} requests "
+        f"{dict(tally.requests)}, {len(tally.errors)} errors, hit p99 {p99 * 1000:.1f} ms, "
+        f"RSS after warm-up {min(warm) / 2**20:.1f}..{max(warm) / 2**20:.1f} MiB"
+    )
+    assert not tally.errors, tally.errors[:5]
+    assert tally.requests["hit"] > 0 and tally.requests["miss"] > 0 and tally.requests["write"] > 0
+    # Flat once warm: the budget bounds the partial state, so what the resident set may still
+    # grow by after warm-up is the budget plus the allocators' slack, not the work done.
+    assert max(warm) - warm[0] <= 64 << 20, f"RSS grew {(max(warm) - warm[0]) >> 20} MiB after warm-up"
+    with server.client() as db:
+        ids = list(range(ARTICLES))
+        for i in range(0, ARTICLES, 500):
+            got = db.lookup_many(
+                "articleWithVotes", [{"id": k} for k in ids[i : i + 500]], min_epoch=tally.last_epoch
+            )
+            for k in ids[i : i + 500]:
+                assert sorted(got[(k,)], key=lambda r: r["title"]) == model.view(k), f"article {k}"
+        memory = db.stats()["memory"]
+        assert memory["eviction_rounds"] > 0, "the budget was never reached"  # type: ignore[index]
+
+
+def test_sixteen_clients_mixed_load(loaded: tuple[ServerProcess, VotesModel]) -> None:
+    _run(loaded, float(os.environ.get("POMOVIEW_LOAD_SECONDS", "10")))
+
+
+@pytest.mark.slow
+def test_sixteen_clients_mixed_load_a_minute(loaded: tuple[ServerProcess, VotesModel]) -> None:
+    _run(loaded, 60.0)
