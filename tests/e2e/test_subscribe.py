@@ -199,7 +199,7 @@ def random_writes_against_the_model(served: Served, keys: list[int], spark: bool
             if i == 80 and spark:
                 # The last subscription's keys are filled by a keyed Spark job over the store
                 # (not only from the log), while the writes below go on.
-                wait_for_flush(db, epoch)
+                wait_for_flush(db, epoch, timeout=600)  # the JVM's boot and first Parquet write
                 spark_jobs = db.stats()["spark_jobs"]  # type: ignore[assignment]
             if i in (0, 40, 80):
                 # Keys never asked before, so each subscription upqueries while writes arrive.
