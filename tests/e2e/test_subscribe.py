@@ -30,7 +30,15 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from pomoview.client import AsyncClient, Change, Client, InvalidArgument, NotFound, ResourceExhausted
+from pomoview.client import (
+    AsyncClient,
+    Change,
+    Client,
+    InvalidArgument,
+    NotFound,
+    ResourceExhausted,
+    Unavailable,
+)
 
 from .server_process import VOTES, ServerProcess, wait_for_flush
 from .votes_model import VotesModel
@@ -372,6 +380,20 @@ def test_a_subscribed_key_is_not_evicted_under_a_tiny_budget(served: Served) -> 
                 held = (held - as_rows(change.deletes)) | as_rows(change.inserts)
                 assert held == as_rows(model.view(2005))
             assert reader_evictions(db) > evictions_before, "the reader's other keys were evicted"
+
+
+def test_an_install_ends_open_subscriptions_with_unavailable(served: Served) -> None:
+    with served.server.client() as db:
+        db.write("article", insert=[{"id": 3000, "title": "before"}])
+        sub = db.subscribe(VIEW, [{"id": 3000}])
+        assert next(sub).inserts == [{"id": 3000, "title": "before", "votes": 0}]
+        db.install(VOTES.read_text())  # the same program: a new dataflow all the same
+        served.wait_metric("pomoview_subscriptions", 0, timeout=30.0)
+        with pytest.raises(Unavailable, match="rebuilt .*subscribe again"):
+            next(sub)
+        # Subscribing again works, over the new dataflow.
+        with db.subscribe(VIEW, [{"id": 3000}]) as again:
+            assert next(again).inserts == [{"id": 3000, "title": "before", "votes": 0}]
 
 
 def reader_evictions(db: Client) -> int:
