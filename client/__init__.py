@@ -9,14 +9,18 @@ from .errors import (
     NotFound,
     OutOfRange,
     PomoviewError,
+    ResourceExhausted,
     Unauthenticated,
     Unavailable,
 )
 from .results import MissingExtra, Rows, RowsByKey
+from .subscription import AsyncSubscription, Change, Subscription
 from .values import Cid
 
 __all__ = [
     "AsyncClient",
+    "AsyncSubscription",
+    "Change",
     "Cid",
     "Client",
     "DeadlineExceeded",
@@ -26,8 +30,10 @@ __all__ = [
     "NotFound",
     "OutOfRange",
     "PomoviewError",
+    "ResourceExhausted",
     "Rows",
     "RowsByKey",
+    "Subscription",
     "Unauthenticated",
     "Unavailable",
 ]

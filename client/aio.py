@@ -18,6 +18,7 @@ from . import messages
 from .auth import auth_metadata, channel_credentials
 from .errors import Unavailable, from_rpc_error
 from .results import Attributes, Rows, RowsByKey
+from .subscription import AsyncSubscription
 
 _Resp = TypeVar("_Resp")
 
@@ -135,6 +136,13 @@ class AsyncClient:
         req = messages.lookup_request(view, keys, min_epoch)
         tuples = messages.key_tuples(keys)
         return messages.lookup_result(await self._call(self._stub.Lookup, req), tuples, attributes)
+
+    def subscribe(self, view: str, keys: Sequence[Mapping[str, object]]) -> AsyncSubscription:
+        """`Client.subscribe`, as an async iterator: `async for change in db.subscribe(...)`;
+        `close()` (or an `async with` block) cancels it. Not a coroutine: it returns the
+        iterator at once, and errors raise from the iteration."""
+        call = self._stub.Subscribe(messages.subscribe_request(view, keys), metadata=self._metadata)
+        return AsyncSubscription(call, self._attributes.get(view))
 
     async def describe(self, view: str | None = None) -> dict[str, object]:
         """Returns {program, relations, nodes} of the installed program; `nodes` is the

@@ -16,6 +16,7 @@ from . import messages
 from .auth import auth_metadata, channel_credentials
 from .errors import Unavailable, from_rpc_error
 from .results import Attributes, Rows, RowsByKey
+from .subscription import Subscription
 
 _Resp = TypeVar("_Resp")
 
@@ -140,6 +141,17 @@ class Client:
         req = messages.lookup_request(view, keys, min_epoch)
         tuples = messages.key_tuples(keys)
         return messages.lookup_result(self._call(self._stub.Lookup, req), tuples, attributes)
+
+    def subscribe(self, view: str, keys: Sequence[Mapping[str, object]]) -> Subscription:
+        """Subscribes to the rows of `view` for `keys` (dicts naming the same attributes, as
+        for `lookup_many`): an iterator of `Change`s, the first the snapshot of the keys'
+        rows (`change.snapshot` is True), then one per epoch that changed them, as long as
+        the subscription is open. `for change in db.subscribe(...)` blocks for each;
+        `close()` (or a `with` block) cancels it. The keys stay present on the server while
+        it is open. Errors raise from the iteration: e.g. `ResourceExhausted` when this
+        subscriber fell behind the server's buffer of changes."""
+        call = self._stub.Subscribe(messages.subscribe_request(view, keys), metadata=self._metadata)
+        return Subscription(call, self._attributes.get(view))
 
     def describe(self, view: str | None = None) -> dict[str, object]:
         """Returns {program, relations, nodes} of the installed program; `nodes` is the

@@ -74,6 +74,13 @@ class OutOfRange(PomoviewError):
     default_code = grpc.StatusCode.OUT_OF_RANGE
 
 
+class ResourceExhausted(PomoviewError):
+    """A limit was reached: a subscriber fell further behind than the server's buffer (the
+    message names the limit), too many open subscriptions, or a full disk."""
+
+    default_code = grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
 _BY_CODE: dict[grpc.StatusCode, type[PomoviewError]] = {
     cls.default_code: cls
     for cls in (
@@ -84,6 +91,7 @@ _BY_CODE: dict[grpc.StatusCode, type[PomoviewError]] = {
         DeadlineExceeded,
         OutOfRange,
         Unauthenticated,
+        ResourceExhausted,
     )
 }
 

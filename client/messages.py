@@ -84,6 +84,15 @@ def lookup_request(
     return req
 
 
+def subscribe_request(view: str, keys: Sequence[Mapping[str, object]]) -> pb.SubscribeRequest:
+    """Returns a subscription to `keys` of `view`; refuses, before sending, no keys or keys
+    naming different attributes (as the server would)."""
+    if not keys:
+        raise InvalidArgument("a subscription needs at least one key")
+    key_tuples(keys)
+    return pb.SubscribeRequest(view=view, keys=[dict_to_row(k) for k in keys])
+
+
 def lookup_rows(
     resp: pb.LookupResponse, n_keys: int, attributes: Attributes | None
 ) -> list[Rows]:

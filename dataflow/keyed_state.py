@@ -141,7 +141,9 @@ class KeyedState:
     row -> weight in every form.
     """
 
-    __slots__ = ("partial", "_groups", "_rows", "layout", "hot", "_packed_rows", "_packed_groups")
+    __slots__ = (
+        "partial", "_groups", "_rows", "layout", "hot", "pinned", "_packed_rows", "_packed_groups"
+    )
 
     def __init__(self, *, partial: bool, layout: RowLayout | None = None) -> None:
         self.partial = partial
@@ -149,6 +151,9 @@ class KeyedState:
         # Keys read since the last eviction sweep (`sweep`): their second chance. A read
         # adds to it without the dataflow lock; only a sweep, under the lock, reorders keys.
         self.hot: set[Key] = set()
+        # Present keys an open subscription holds, with how many hold each: never evicted
+        # (`sweep` passes them by; `evict` refuses them).
+        self.pinned: dict[Key, int] = {}
         # key -> its rows and weights, or the key's only row when it has weight 1, or an
         # IntSet (with a layout)
         self._groups: dict[Key, dict[Row, int] | Row | IntSet] = {}
@@ -348,12 +353,14 @@ class KeyedState:
         the keys are in the order they were filled or last passed over; a key read since
         the last sweep is moved to the back instead of taken, and loses its mark)."""
         assert self.partial, "a full state is never evicted"
-        hot, groups = self.hot, self._groups
+        hot, groups, pinned = self.hot, self._groups, self.pinned
         victims: list[Key] = []
         passed: list[Key] = []
         for key in groups:
             if len(victims) >= count:
                 break
+            if pinned and key in pinned:
+                continue
             if key in hot:
                 passed.append(key)
             else:
@@ -368,6 +375,7 @@ class KeyedState:
     def evict(self, key: Key) -> bool:
         """Makes a present key missing again (partial states only); False if it was missing."""
         assert self.partial, "a full state is never evicted"
+        assert key not in self.pinned, f"eviction of {key!r}, which a subscription holds"
         self.hot.discard(key)
         group = self._groups.pop(key, None)
         if group is None:
@@ -418,9 +426,26 @@ class KeyedState:
         rows = sum(len(g) if type(g) in (dict, IntSet) else 1 for g in self._groups.values())  # type: ignore[arg-type]
         assert self._rows == rows, "row count drifted"
         assert self.partial or not self.hot, "a full state has no eviction marks"
+        assert all(k in self._groups for k in self.pinned) or not self.partial, "a pinned key went missing"
 
     def present_keys(self) -> int:
         return len(self._groups)
+
+    def evictable_keys(self) -> int:
+        """Present keys that `sweep` may take (the unpinned ones)."""
+        return len(self._groups) - len(self.pinned)
+
+    def pin(self, key: Key) -> None:
+        """Holds a present key against eviction until as many `unpin`s."""
+        assert key in self._groups or not self.partial, f"pin of missing key {key!r}"
+        self.pinned[key] = self.pinned.get(key, 0) + 1
+
+    def unpin(self, key: Key) -> None:
+        count = self.pinned[key] - 1
+        if count:
+            self.pinned[key] = count
+        else:
+            del self.pinned[key]
 
     def row_count(self) -> int:
         return self._rows

@@ -26,6 +26,7 @@ from .security import SecurityConfigError, ServerSecurity, is_loopback
 from .service import ViewService, add_view_service
 from .spark_session import SparkProvider, create_spark_session
 from .store_fs import StoreLocationError, split_location
+from .subscriptions import DEFAULT_BUFFER_ROWS
 
 log = logging.getLogger("pomoview")
 
@@ -121,6 +122,7 @@ def serve(
     full_state: bool = False,
     memory_budget: int | None = None,
     security: ServerSecurity | None = None,
+    subscription_buffer: int = DEFAULT_BUFFER_ROWS,
 ) -> None:
     """Runs the server until SIGINT or SIGTERM. Prints `pomoview listening on HOST:PORT` when ready.
 
@@ -164,6 +166,7 @@ def serve(
                     "memory_budget",
                     "none" if memory_budget is None else f"{memory_budget} ({format_bytes(memory_budget)})",
                 ),
+                f"subscription_buffer={subscription_buffer} rows",
             ]
         ),
     )
@@ -194,6 +197,7 @@ def serve(
             full_state=full_state,
             memory_budget=memory_budget,
             metrics=metrics,
+            subscription_buffer=subscription_buffer,
         )
     except StoreLocationError as err:
         print(f"pomoview: {err}", file=sys.stderr)

@@ -1,4 +1,5 @@
-"""The `pomoview` command line: `serve`, `install`, `write`, `lookup`, `load`, `stats`, `explain`.
+"""The `pomoview` command line: `serve`, `install`, `write`, `lookup`, `load`, `subscribe`,
+`stats`, `explain`.
 
 Only the standard library, `pomoview.client`, `pomoview.server.security` (grpc and the
 standard library), `cli_values` (the CLI's JSON values) and `explain` (drawing a view's
@@ -18,6 +19,7 @@ from typing import TextIO
 
 from pomoview.client import Client, PomoviewError, Unauthenticated, Unavailable
 from pomoview.server import explain, security
+from pomoview.server.cli_subscribe import add_subscribe_parser
 from pomoview.server.cli_values import (
     UsageError,
     format_relation,
@@ -91,6 +93,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 2
 
     from pomoview.server.memory_budget import default_budget, parse_bytes
+    from pomoview.server.subscriptions import DEFAULT_BUFFER_ROWS
 
     config = resolve_serve_config(args)
     metrics = metrics_port(config)
@@ -126,6 +129,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         full_state=args.full_state or os.environ.get("POMOVIEW_FULL_STATE", "") not in ("", "0"),
         memory_budget=budget,
         security=server_security,
+        subscription_buffer=args.subscription_buffer or DEFAULT_BUFFER_ROWS,
         origins={name: origin for name, (_, origin) in config.items()},
     )
     return 0
@@ -317,6 +321,13 @@ def _non_negative_int(text: str) -> int:
     return value
 
 
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Returns the parser; defaults read the environment at call time."""
     parser = argparse.ArgumentParser(prog="pomoview", description="pomoview view server")
@@ -400,6 +411,14 @@ def build_parser() -> argparse.ArgumentParser:
         "G (powers of 1024); default a quarter of the machine's memory, printed at start (env "
         "POMOVIEW_MEMORY_BUDGET)",
     )
+    p.add_argument(
+        "--subscription-buffer",
+        type=_positive_int,
+        default=None,
+        metavar="ROWS",
+        help="changed rows a subscription may hold unsent; a subscriber that falls further "
+        "behind is ended with RESOURCE_EXHAUSTED (default 10000)",
+    )
     security.add_serve_flags(p)
     p.set_defaults(handler=cmd_serve)
 
@@ -454,6 +473,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-header", action="store_true", help="CSV without a header line: columns in declared order"
     )
     p.set_defaults(handler=cmd_load)
+
+    add_subscribe_parser(sub, client_opts)
 
     p = sub.add_parser("stats", parents=[client_opts], help="print server stats")
     p.add_argument("--json", action="store_true", help="print the stats as JSON")

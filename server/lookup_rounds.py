@@ -23,6 +23,7 @@ from .errors import DeadlineExceeded, InvalidArgument, NotFound, OutOfRange, Una
 from .scheduler_state import SchedulerState
 from .source_store import Pin
 from .spark_session import SparkSessionLost, spark_error_reason
+from .subscriptions import Subscription
 from .types import SourceSchema, Tuple_, Value
 from .upquery_jobs import Ticket
 from .write_rows import TypedRow, _coerce
@@ -266,7 +267,11 @@ class LookupRounds(SchedulerState):
         keys: Sequence[TypedRow],
         min_epoch: int | None = None,
         timeout: float | None = None,
+        on_answer: Callable[[tuple[str, ...], list[Key]], None] | None = None,
     ) -> tuple[list[list[dict[str, Value]]], int]:
+        """The rows of each key and the epoch they reflect. `on_answer(key_attrs, keys)` is
+        called under the dataflow lock right after the rows were read, before any later
+        epoch is applied (a subscription attaches there)."""
         program = self._require_program()
         relation, key_attrs, key_tuples = self._keys_of(program, view, keys)
         if not keys:
@@ -295,6 +300,8 @@ class LookupRounds(SchedulerState):
                         missed = True
                     else:
                         epoch = self.applied_epoch
+                        if on_answer is not None:
+                            on_answer(key_attrs, key_tuples)
                         if missed:
                             self._enforce_budget()  # after the answer is read: it is not evicted
                         break
@@ -315,6 +322,41 @@ class LookupRounds(SchedulerState):
             self.metrics.lookup_hits.inc()  # present on the locked path (e.g. after a min_epoch wait)
         attrs = relation.attributes
         return [[dict(zip(attrs, row, strict=True)) for row in group] for group in rows], epoch  # type: ignore[misc]
+
+    def subscribe(
+        self, view: str, keys: Sequence[TypedRow], timeout: float | None = None
+    ) -> tuple[list[dict[str, Value]], int, Subscription]:
+        """The rows of `keys` (each key once), the epoch E they reflect, and a subscription
+        that receives every change to them after E (subscriptions.py). Missing keys are
+        upqueried as a lookup's; the keys stay present until `unsubscribe`."""
+        if not keys:
+            raise InvalidArgument("a subscription needs at least one key")
+        attached: list[tuple[Subscription, list[Key]]] = []
+
+        def attach(key_attrs: tuple[str, ...], key_tuples: list[Key]) -> None:
+            graph = self.graph
+            assert graph is not None
+            reader = graph.graph.readers[(view, key_attrs)]
+            sub = self.subscriptions.attach(view, reader, list(dict.fromkeys(key_tuples)))
+            relation = graph.program.relations[view]
+            sub.attributes = [(a, relation.types[a]) for a in relation.attributes]
+            attached.append((sub, key_tuples))
+
+        results, epoch = self.lookup(view, keys, None, timeout, on_answer=attach)
+        [(sub, key_tuples)] = attached
+        seen: set[Key] = set()
+        rows = []
+        for key, group in zip(key_tuples, results, strict=True):
+            if key not in seen:  # a key asked twice: its rows once
+                seen.add(key)
+                rows.extend(group)
+        return rows, epoch, sub
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        """Ends `sub` and releases its keys (idempotent)."""
+        sub.close()
+        with self._dataflow:
+            self.subscriptions.detach(sub)
 
     def _keys_of(
         self, program: CompiledProgram, view: str, keys: Sequence[TypedRow]

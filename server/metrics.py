@@ -14,6 +14,8 @@ Counters (exposed with the `_total` suffix):
 - `pomoview_write_rows_total`: rows inserted or deleted by those batches (after merging
   repeats within a batch).
 - `pomoview_epochs_committed_total`: epochs committed: one per write batch and one per bulk load.
+- `pomoview_subscription_overflows_total`: subscriptions ended with RESOURCE_EXHAUSTED
+  because their subscriber fell further behind than `--subscription-buffer` rows.
 - `pomoview_dropped_deltas_total`: deltas the dataflow dropped at keys missing from partial
   state, summed over its nodes. Read at scrape time from the current dataflow graph, which
   is rebuilt (from 0) at an install, a bulk load or after a failure: Prometheus's `rate()`
@@ -28,6 +30,7 @@ Gauges (read at scrape time):
 - `pomoview_state_bytes{view}`: estimated bytes of those states. A node shared by several
   views counts in each of them, so these do not add up across views; every view of the
   installed program has a sample, 0 before it is first looked up.
+- `pomoview_subscriptions`: subscriptions open now (`Subscribe` streams).
 - `pomoview_partial_state_bytes`: estimated bytes of all partial state (what the memory
   budget bounds), each node once.
 - `process_*`: the server process's CPU, resident memory and open files.
@@ -54,6 +57,7 @@ from wsgiref.simple_server import WSGIServer
 from prometheus_client import (
     CollectorRegistry,
     Counter,
+    Gauge,
     Histogram,
     ProcessCollector,
     disable_created_metrics,
@@ -172,6 +176,12 @@ class Metrics:
             "pomoview_compaction_seconds", "Compactions of one source of the store.",
             buckets=SPARK_WRITE_BUCKETS, registry=r,
         )
+        self.subscription_overflows = Counter(
+            "pomoview_subscription_overflows",
+            "Subscriptions ended because their subscriber fell behind by more than the buffer.",
+            registry=r,
+        )
+        self.subscriptions = Gauge("pomoview_subscriptions", "Subscriptions open now.", registry=r)
         ProcessCollector(registry=r)
         self._http: WSGIServer | None = None
         self._http_thread: threading.Thread | None = None

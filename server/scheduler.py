@@ -39,6 +39,7 @@ from .memory_budget import MemoryBudget, process_rss
 from .metrics import Metrics
 from .overlay import LogTail
 from .source_store import SchemaMismatch, SourceStore
+from .subscriptions import DEFAULT_BUFFER_ROWS, Subscriptions
 from .time_path import TimePath
 from .time_state import uses_time
 from .types import LoggedBatch, SourceSchema
@@ -76,6 +77,7 @@ class Scheduler(WritePath, LookupRounds, Flusher, TimePath):
         full_state: bool = False,
         memory_budget: int | None = None,
         metrics: Metrics | None = None,
+        subscription_buffer: int = DEFAULT_BUFFER_ROWS,
     ) -> None:
         # Partial state is evicted when the process's memory grows past this (None: never).
         self.memory = None if memory_budget is None else MemoryBudget(memory_budget)
@@ -91,6 +93,10 @@ class Scheduler(WritePath, LookupRounds, Flusher, TimePath):
         # A registry of this scheduler's own (not the process's global one): tests run several
         # schedulers in one process. `serve` passes one it already exposes.
         self.metrics = Metrics() if metrics is None else metrics
+        self.subscriptions = Subscriptions(
+            subscription_buffer, on_overflow=self.metrics.subscription_overflows.inc
+        )
+        self.metrics.subscriptions.set_function(lambda: len(self.subscriptions.open))
         self.wal = WriteAheadLog(self.data_dir / "wal", on_fsync=self.metrics.wal_fsync_seconds.observe)
         self.program: CompiledProgram | None = None
         # The program's one dataflow graph; a new one at every install (built lazily).
@@ -215,6 +221,7 @@ class Scheduler(WritePath, LookupRounds, Flusher, TimePath):
         """A new, empty graph for the program (caller holds the dataflow lock)."""
         program = self.program
         self.graph = None if program is None else ProgramGraph(program, partial=not self.full_state)
+        self.subscriptions.reset("the dataflow was rebuilt (a program install, a bulk load or a failure)")
         # Even to even, after the new graph is in place: a lookup without the lock that
         # read the old graph sees the sequence move and takes the locked path.
         self._seq += 2

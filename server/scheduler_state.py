@@ -19,6 +19,7 @@ from .memory_budget import MemoryBudget
 from .metrics import Metrics
 from .overlay import LogTail
 from .source_store import SourceStore
+from .subscriptions import Subscriptions
 from .time_state import Checkpoint, TimeState
 from .types import LoggedBatch
 from .upquery_jobs import UpqueryJobs
@@ -50,6 +51,7 @@ class SchedulerState:
     flush_interval: float
     memory: MemoryBudget | None
     metrics: Metrics
+    subscriptions: Subscriptions
     # A sequence lock over the applied state, for reads without the dataflow lock: odd while
     # an epoch is applied or the graph replaced, moved only under the dataflow lock.
     _seq: int

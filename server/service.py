@@ -18,6 +18,7 @@ from pomoview.proto.pomoview.v1 import view_service_pb2_grpc as pb_grpc
 from .bulk_load import Progress
 from .errors import ServiceError
 from .scheduler import Scheduler
+from .subscriptions import Subscription
 from .types import Value
 from .write_rows import Column, ColumnRows, Rows, TypedRow
 
@@ -240,6 +241,59 @@ class ViewService(pb_grpc.ViewServiceServicer):
             )
 
         return self._call(context, run)
+
+    def Subscribe(
+        self, request: pb.SubscribeRequest, context: grpc.ServicerContext
+    ) -> Iterator[pb.SubscribeUpdate]:
+        """The keys' rows (the snapshot), then their changes per epoch, until the client
+        cancels or the subscription ends with an error (subscriptions.py)."""
+
+        def start() -> tuple[list[dict[str, Value]], int, Subscription]:
+            keys = [typed_row(k, f"keys[{i}]") for i, k in enumerate(request.keys)]
+            return self.scheduler.subscribe(request.view, keys, timeout=context.time_remaining())
+
+        rows, epoch, sub = self._call(context, start)
+        typed = sub.attributes
+        # Runs however the call ends (a cancel, the client gone, the stream's end): the
+        # keys are released at once, not when this thread next wakes.
+        if not context.add_callback(lambda: self.scheduler.unsubscribe(sub)):
+            self.scheduler.unsubscribe(sub)  # the call ended already (cancelled during the fill)
+            return
+
+        def message(tuples: list[tuple[object, ...]]) -> list[pb.Row]:
+            return [
+                pb.Row(fields={a: to_value(v, t) for (a, t), v in zip(typed, row, strict=True)})
+                for row in tuples
+            ]
+
+        try:
+            yield pb.SubscribeUpdate(
+                epoch=epoch,
+                snapshot=True,
+                inserts=message([tuple(r[a] for a, _ in typed) for r in rows]),
+            )
+            while True:
+                try:
+                    item = sub.next(timeout=5.0)
+                except ServiceError as err:
+
+                    def fail(err: ServiceError = err) -> None:
+                        raise err
+
+                    self._call(context, fail)
+                    return
+                if item is None:
+                    if sub.closed or not context.is_active():
+                        return
+                    continue
+                at, changes = item
+                yield pb.SubscribeUpdate(
+                    epoch=at,
+                    inserts=message([row for row, w in changes if w > 0]),
+                    deletes=message([row for row, w in changes if w < 0]),
+                )
+        finally:
+            self.scheduler.unsubscribe(sub)
 
     def _encoder(self, program: CompiledProgram, view: str) -> Encoder:
         """Encodes one key's rows (tuples in the view's attribute order) as a KeyRows message."""

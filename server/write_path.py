@@ -112,5 +112,6 @@ class WritePath(SchedulerState):
                     self._reset_graph()
             self.applied_epoch = batch.epoch
             self._seq += 1
+            self.subscriptions.seal(batch.epoch)  # never waits: see subscriptions.py
             self._enforce_budget()
             self._dataflow.notify_all()

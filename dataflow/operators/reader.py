@@ -9,15 +9,26 @@ Contract:
 - Reads without the lock: a delta replaces each changed group with a new object (copy on
   write, `KeyedState.replace`), so a group read stands for one version of its key, and
   `wire` caches an encoding of it (the server's wire form) tagged by that object.
+- Taps (subscriptions): a key with taps hands each tap the changes applied to it, as
+  they are applied (`Tap.capture`); a tapped key is pinned: never evicted here, and
+  `eviction.evict` evicts nothing above a reader that holds pins (an eviction above could
+  reach the pinned key below). A reader without taps pays one empty-dict test per delta.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
+from typing import Protocol
 
 from ..keyed_state import Key, KeyedState, Row
 from ..node import EvictCols, KeyedNode, Node, group_by_key, project
 from ..zset import ZSet
+
+
+class Tap(Protocol):
+    def capture(self, changes: list[tuple[Row, int]]) -> None:
+        """Called on the dataflow thread with the weighted rows applied to a tapped key (in
+        one epoch a key may get several calls); it must not block."""
 
 
 class Reader(KeyedNode):
@@ -36,15 +47,39 @@ class Reader(KeyedNode):
         # `upstream`, cached for the lock-free read path (one set add each per key read).
         self._marks: list[set[Key]] = []
         self._marks_of: list[KeyedState] | None = None
+        # key -> the taps (subscriptions) that receive its changes; each tapped key is present.
+        self.taps: dict[Key, list[Tap]] = {}
 
     def on_delta(self, port: int, delta: ZSet[Row]) -> ZSet[Row]:
         by_key: dict[Key, list[tuple[Row, int]]] = {}
         for row, weight in delta.items():
             by_key.setdefault(project(row, self.key_cols), []).append((row, weight))
+        taps = self.taps
         for key, changes in by_key.items():
             if not self.state.replace(key, changes):
                 self.metrics.dropped += len(changes)
+            elif taps and key in taps:
+                for tap in taps[key]:
+                    tap.capture(changes)
         return ZSet()
+
+    def tap(self, keys: Collection[Key], tap: Tap) -> None:
+        """Sends the changes of `keys` (present) to `tap` from now on, and pins them."""
+        for key in keys:
+            assert self.state.is_present(key), f"tap of missing key {key!r}"
+            self.taps.setdefault(key, []).append(tap)
+            if self.state.partial:
+                self.state.pin(key)
+
+    def untap(self, keys: Collection[Key], tap: Tap) -> None:
+        """Undoes `tap(keys, tap)`."""
+        for key in keys:
+            taps = self.taps[key]
+            taps.remove(tap)
+            if not taps:
+                del self.taps[key]
+            if self.state.partial:
+                self.state.unpin(key)
 
     def on_evict(self, port: int, cols: EvictCols, keys: Collection[Key]) -> None:
         super().on_evict(port, cols, keys)

@@ -433,7 +433,10 @@ def test_cli_serve_passes_arguments(monkeypatch: pytest.MonkeyPatch, tmp_path: P
     for var in ("POMOVIEW_TOKEN", "POMOVIEW_TLS_CERT", "POMOVIEW_TLS_KEY", "POMOVIEW_TLS_CLIENT_CA"):
         monkeypatch.delenv(var, raising=False)
     assert main(["serve", "--port", "9000", "--program", "p.pomo", "--flush-interval", "0.5"]) == 0
-    assert main(["serve", "--data", str(tmp_path), "--full-state", "--memory-budget", "64MiB"]) == 0
+    assert main(
+        ["serve", "--data", str(tmp_path), "--full-state", "--memory-budget", "64MiB",
+         "--subscription-buffer", "50"]
+    ) == 0
     assert calls == [
         {
             "data_dir": Path("./data"),
@@ -447,6 +450,7 @@ def test_cli_serve_passes_arguments(monkeypatch: pytest.MonkeyPatch, tmp_path: P
             "full_state": False,
             "memory_budget": 3 << 29,
             "security": ServerSecurity(),
+            "subscription_buffer": 10_000,
             "origins": {"data": "default", "store": "default", "spark_master": "env POMOVIEW_SPARK_MASTER",
                         "metrics_port": "default", "memory_budget": "env POMOVIEW_MEMORY_BUDGET"},
         },
@@ -462,6 +466,7 @@ def test_cli_serve_passes_arguments(monkeypatch: pytest.MonkeyPatch, tmp_path: P
             "full_state": True,
             "memory_budget": 64 << 20,
             "security": ServerSecurity(),
+            "subscription_buffer": 50,
             "origins": {"data": "flag", "store": "default", "spark_master": "env POMOVIEW_SPARK_MASTER",
                         "metrics_port": "default", "memory_budget": "flag"},
         },

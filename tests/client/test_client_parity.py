@@ -13,6 +13,9 @@ from pomoview.client import AsyncClient, Client
 # The only allowed differences: the context-manager protocol, blocking on one side and
 # asyncio's on the other. Each pair must still take the same arguments.
 CONTEXT_MANAGERS = {"__enter__": "__aenter__", "__exit__": "__aexit__"}
+# Streams: the sync method returns an iterator, the async one an async iterator (called
+# without await, used with `async for`); each pair still takes the same arguments.
+STREAMS = {"subscribe": ("Subscription", "AsyncSubscription")}
 
 
 def public_methods(cls: type) -> dict[str, Callable[..., Any]]:
@@ -51,17 +54,31 @@ def test_each_method_takes_the_same_arguments_on_both() -> None:
 
 def test_each_method_returns_the_same_type_on_both() -> None:
     sync, aio = public_methods(Client), public_methods(AsyncClient)
-    for name in sorted(set(sync) & set(aio)):
+    for name in sorted(set(sync) & set(aio) - set(STREAMS)):
         sync_returns = inspect.signature(sync[name]).return_annotation
         assert sync_returns == inspect.signature(aio[name]).return_annotation, name
 
 
 def test_async_methods_are_coroutines_and_sync_ones_are_not() -> None:
     for name, fn in public_methods(AsyncClient).items():
-        if name != "__init__":
+        if name != "__init__" and name not in STREAMS:
             assert inspect.iscoroutinefunction(fn), f"AsyncClient.{name} is not async"
     for name, fn in public_methods(Client).items():
         assert not inspect.iscoroutinefunction(fn), f"Client.{name} is async"
+
+
+def test_streams_are_an_iterator_and_an_async_iterator() -> None:
+    import pomoview.client as client
+
+    for name, (sync_type, aio_type) in STREAMS.items():
+        sync_fn, aio_fn = getattr(Client, name), getattr(AsyncClient, name)
+        assert inspect.signature(sync_fn).return_annotation == sync_type, name
+        assert inspect.signature(aio_fn).return_annotation == aio_type, name
+        assert not inspect.iscoroutinefunction(aio_fn), f"AsyncClient.{name} is awaited, not iterated"
+        sync_cls, aio_cls = getattr(client, sync_type), getattr(client, aio_type)
+        assert hasattr(sync_cls, "__next__") and hasattr(sync_cls, "close")
+        assert hasattr(aio_cls, "__anext__") and hasattr(aio_cls, "close")
+        assert hasattr(aio_cls, "__aenter__") and hasattr(sync_cls, "__enter__")
 
 
 def test_context_managers_correspond() -> None:

@@ -317,3 +317,23 @@ class LoadProgress(_message.Message):
     progress: LoadProgress.Progress
     done: LoadProgress.Done
     def __init__(self, progress: _Optional[_Union[LoadProgress.Progress, _Mapping]] = ..., done: _Optional[_Union[LoadProgress.Done, _Mapping]] = ...) -> None: ...
+
+class SubscribeRequest(_message.Message):
+    __slots__ = ("view", "keys")
+    VIEW_FIELD_NUMBER: _ClassVar[int]
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    view: str
+    keys: _containers.RepeatedCompositeFieldContainer[Row]
+    def __init__(self, view: _Optional[str] = ..., keys: _Optional[_Iterable[_Union[Row, _Mapping]]] = ...) -> None: ...
+
+class SubscribeUpdate(_message.Message):
+    __slots__ = ("epoch", "snapshot", "inserts", "deletes")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    INSERTS_FIELD_NUMBER: _ClassVar[int]
+    DELETES_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    snapshot: bool
+    inserts: _containers.RepeatedCompositeFieldContainer[Row]
+    deletes: _containers.RepeatedCompositeFieldContainer[Row]
+    def __init__(self, epoch: _Optional[int] = ..., snapshot: _Optional[bool] = ..., inserts: _Optional[_Iterable[_Union[Row, _Mapping]]] = ..., deletes: _Optional[_Iterable[_Union[Row, _Mapping]]] = ...) -> None: ...

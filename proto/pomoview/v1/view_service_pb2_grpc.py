@@ -64,6 +64,11 @@ class ViewServiceStub:
                 request_serializer=pomoview_dot_v1_dot_view__service__pb2.LoadRequest.SerializeToString,
                 response_deserializer=pomoview_dot_v1_dot_view__service__pb2.LoadProgress.FromString,
                 _registered_method=True)
+        self.Subscribe = channel.unary_stream(
+                '/pomoview.v1.ViewService/Subscribe',
+                request_serializer=pomoview_dot_v1_dot_view__service__pb2.SubscribeRequest.SerializeToString,
+                response_deserializer=pomoview_dot_v1_dot_view__service__pb2.SubscribeUpdate.FromString,
+                _registered_method=True)
 
 
 class ViewServiceServicer:
@@ -105,6 +110,16 @@ class ViewServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Subscribe(self, request, context):
+        """The keys' current rows, then their changes, until the client cancels. A subscriber
+        that falls behind by more than the server's buffer (`--subscription-buffer` rows) is
+        ended with RESOURCE_EXHAUSTED; a rebuilt dataflow (install, bulk load) ends every
+        subscription with UNAVAILABLE: subscribe again.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ViewServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -137,6 +152,11 @@ def add_ViewServiceServicer_to_server(servicer, server):
                     servicer.Load,
                     request_deserializer=pomoview_dot_v1_dot_view__service__pb2.LoadRequest.FromString,
                     response_serializer=pomoview_dot_v1_dot_view__service__pb2.LoadProgress.SerializeToString,
+            ),
+            'Subscribe': grpc.unary_stream_rpc_method_handler(
+                    servicer.Subscribe,
+                    request_deserializer=pomoview_dot_v1_dot_view__service__pb2.SubscribeRequest.FromString,
+                    response_serializer=pomoview_dot_v1_dot_view__service__pb2.SubscribeUpdate.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -301,6 +321,33 @@ class ViewService:
             '/pomoview.v1.ViewService/Load',
             pomoview_dot_v1_dot_view__service__pb2.LoadRequest.SerializeToString,
             pomoview_dot_v1_dot_view__service__pb2.LoadProgress.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Subscribe(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/pomoview.v1.ViewService/Subscribe',
+            pomoview_dot_v1_dot_view__service__pb2.SubscribeRequest.SerializeToString,
+            pomoview_dot_v1_dot_view__service__pb2.SubscribeUpdate.FromString,
             options,
             channel_credentials,
             insecure,
