@@ -1,10 +1,12 @@
 """Sixteen clients at once against one real server with a small `--memory-budget`: hit reads,
 reads that miss (evicted or never read keys), and writes of votes, vote deletions and
-retitles, for POMOVIEW_LOAD_SECONDS (10 s in CI; the slow sweep runs 60 s).
+retitles, for POMOVIEW_LOAD_SECONDS (10 s in CI; the slow sweep runs 60 s), while one
+subscription to some hot keys follows every change.
 
 It checks that no request fails, that the server's resident set stays flat once warm (it is
 printed every 5 s), and, at the end, every article's answer against a plain-Python model of
-the acknowledged writes. It prints the requests served and the p99 of hit reads.
+the acknowledged writes, and the subscription's snapshot plus its changes against it too.
+It prints the requests served and the p99 of hit reads.
 
 Each client writes only votes of its own users and retitles only its own articles, so the
 model does not depend on the order in which concurrent batches committed.
@@ -129,6 +131,31 @@ def _client_loop(
                     tally.errors.append(f"client {n}: {type(err).__name__}: {err}")
 
 
+SUBSCRIBED = [0, 1, 2, 3]
+
+
+def _follow(server: ServerProcess, tally: Tally, stop_at: list[int], state: dict[tuple[object, ...], int],
+            epochs: list[int]) -> None:
+    """Applies the subscription's snapshot and changes to `state` (row -> multiplicity) until
+    a change at or after `stop_at[0]` (set once every writer has stopped) arrives."""
+    try:
+        with Client(server.address, timeout=60.0) as db:
+            with db.subscribe("articleWithVotes", [{"id": k} for k in SUBSCRIBED]) as sub:
+                for change in sub:
+                    for row in change.inserts:
+                        key = tuple(sorted(row.items()))
+                        state[key] = state.get(key, 0) + 1
+                    for row in change.deletes:
+                        key = tuple(sorted(row.items()))
+                        state[key] = state.get(key, 0) - 1
+                    epochs.append(change.epoch)
+                    if stop_at and change.epoch >= stop_at[0]:
+                        return
+    except Exception as err:  # noqa: BLE001 (every failure is counted and shown)
+        with tally.lock:
+            tally.errors.append(f"subscription: {type(err).__name__}: {err}")
+
+
 def _run(loaded: tuple[ServerProcess, VotesModel], seconds: float) -> None:
     server, model = loaded
     assert server.process is not None
@@ -142,6 +169,11 @@ def _run(loaded: tuple[ServerProcess, VotesModel], seconds: float) -> None:
         threading.Thread(target=_client_loop, args=(n, server, model, model_lock, tally, until), daemon=True)
         for n in range(CLIENTS)
     ]
+    followed: dict[tuple[object, ...], int] = {}
+    epochs: list[int] = []
+    stop_at: list[int] = []
+    follower = threading.Thread(target=_follow, args=(server, tally, stop_at, followed, epochs), daemon=True)
+    follower.start()
     for t in threads:
         t.start()
     report_at = start
@@ -155,6 +187,15 @@ def _run(loaded: tuple[ServerProcess, VotesModel], seconds: float) -> None:
         time.sleep(0.25)
     for t in threads:
         t.join()
+    with server.client() as db:
+        # One more write to a subscribed key: the follower stops at the first change at or
+        # after the writers' last epoch, which this one is.
+        last = {"article_id": SUBSCRIBED[0], "user_id": 10**9}  # no client writes this user
+        tally.last_epoch = db.write("vote", insert=[last])
+        model.apply("vote", [last], [])
+        stop_at.append(tally.last_epoch)
+    follower.join(timeout=60)
+    assert not follower.is_alive(), f"the subscription did not reach epoch {tally.last_epoch}: {epochs[-3:]}"
     latencies = sorted(tally.hit_latencies)
     p99 = latencies[int(0.99 * (len(latencies) - 1))] if latencies else float("nan")
     warm = [r for t, r in rss if t >= WARM_UP * seconds]
@@ -176,6 +217,10 @@ def _run(loaded: tuple[ServerProcess, VotesModel], seconds: float) -> None:
             )
             for k in ids[i : i + 500]:
                 assert sorted(got[(k,)], key=lambda r: r["title"]) == model.view(k), f"article {k}"
+        expected = [r for k in SUBSCRIBED for r in model.view(k)]
+        by_row = lambda r: (r["id"], r["title"])  # noqa: E731
+        assert sorted((dict(k) for k, n in followed.items() if n), key=by_row) == sorted(expected, key=by_row)
+        assert all(n in (0, 1) for n in followed.values()), "a row inserted twice or deleted while absent"
         memory = db.stats()["memory"]
         assert memory["eviction_rounds"] > 0, "the budget was never reached"  # type: ignore[index]
 
