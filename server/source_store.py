@@ -67,13 +67,12 @@ from pyspark.sql.types import (
     LongType,
 )
 
-from .store_fetch import StoreReads
+from .store_compaction import StoreCompaction
 from .store_fs import StoreFS, StoreLocationError, open_store_fs
 from .store_layout import (
     _BUCKET,
     _BUCKET_DIR,
     _PART_PREFIX,
-    _READ_OPTIONS,
     _ROW_GROUP_BYTES,
     _TMP_PREFIX,
     DEFAULT_BUCKETS,
@@ -83,8 +82,6 @@ from .store_layout import (
     _check_schema,
     _col,
     _Part,
-    _part_doc,
-    _read_struct,
     _schema_difference,
     _Snapshot,
     _SourceState,
@@ -96,7 +93,7 @@ from .types import LoggedBatch, SourceSchema, Value
 log = logging.getLogger("pomoview.store")
 
 
-class SourceStore(StoreReads):
+class SourceStore(StoreCompaction):
     """The flushed base relations, with a version: the last epoch flushed.
 
     `spark` is called whenever Spark is needed and must return the shared session; opening a
@@ -463,181 +460,3 @@ class SourceStore(StoreReads):
             elif not entry.is_dir:
                 fs.delete_file(path)
         return tuple(sorted(files))
-
-    # --- compaction -----------------------------------------------------------------------------
-
-    def compaction_candidates(self, min_parts: int) -> list[str]:
-        """The sources with at least `min_parts` parts, or a part clustered otherwise than the
-        source is now."""
-        with self._lock:
-            snapshot = self._snapshot
-        return [
-            name
-            for name, state in snapshot.sources.items()
-            if len(state.parts) >= min_parts
-            or any(p.cluster != self._cluster_for(name, state) for p in state.parts)
-        ]
-
-    def compact(self, source: str) -> bool:
-        """Rewrite the parts of `source` as one part holding each tuple's latest operation,
-        without the tuples whose latest operation deletes them; return whether it did.
-
-        A Spark job, run concurrently with flushes and fetches: it reads the parts of the
-        current snapshot, and one manifest replacement swaps the new part in for them (parts
-        flushed meanwhile stay after it). The old part folders are deleted once no pinned
-        snapshot lists them. If this raises, the store is unchanged.
-        """
-        with self._compact_lock:
-            with self.pinned() as pin:
-                state = self._state(pin._snapshot, source)
-                old = state.parts
-                cluster = self._cluster_for(source, state)
-                if not old or (len(old) == 1 and old[0].compacted and old[0].cluster == cluster):
-                    return False
-                rows = sum(
-                    p.rows if p.rows is not None else state.buckets * self._rows_per_bucket for p in old
-                )
-                buckets = self._bucket_count(state, rows)
-                spark = self._session()
-                attrs = [_col(a) for a, _ in state.schema]
-                ops = (
-                    spark.read.schema(_read_struct(state.schema))
-                    .options(**_READ_OPTIONS)
-                    .parquet(*(p for part in old for p in self._paths(source, part)))
-                    .select(*attrs, _col("_epoch"), _col("_op"))
-                )
-                # Hash partitioning by the clustering columns is Spark's `pmod(hash(...), n)`:
-                # Spark partition i is bucket i, and it satisfies the grouping by all attributes.
-                ops = ops.repartition(buckets, *(_col(c) for c in cluster)) if cluster else ops.coalesce(1)
-                latest = (
-                    ops.groupBy(*attrs)
-                    .agg(F.max(F.struct(_col("_epoch"), _col("_op"))).alias("_latest"))
-                    .where(F.col("_latest._op") == 1)
-                    .select(
-                        *attrs,
-                        F.col("_latest._epoch").alias("_epoch"),
-                        F.lit(1).cast(ByteType()).alias("_op"),
-                    )
-                )
-                epochs = (old[0].epochs[0], old[-1].epochs[1])
-                name = f"{_PART_PREFIX}{epochs[0]:020d}-{epochs[1]:020d}-c{uuid.uuid4().hex[:8]}"
-                part = self._write_part(
-                    source,
-                    name,
-                    state.schema,
-                    latest,
-                    cluster=cluster,
-                    buckets=buckets,
-                    epochs=epochs,
-                    rows=rows,
-                    compacted=True,
-                )
-            with self._flush_lock:
-                current = self._current()
-                now = self._state(current, source)
-                # Only a compaction removes parts, and compactions run one at a time.
-                assert now.parts[: len(old)] == old, "the parts changed under a compaction"
-                sources = dict(current.sources)
-                kept = now.parts[len(old) :]
-                sources[source] = replace(
-                    now,
-                    parts=kept if part is None else (part, *kept),
-                    cluster=self._persisted(source, now),
-                )
-                self._publish(_Snapshot(version=current.version, sources=sources))
-                with self._lock:
-                    self._retired.update((source, p.name) for p in old)
-        self._collect_garbage()
-        return True
-
-    # --- manifest -------------------------------------------------------------------------------
-
-    def _current(self) -> _Snapshot:
-        with self._lock:
-            return self._snapshot
-
-    def _read_manifest(self) -> _Snapshot:
-        doc = self._fs.read_manifest()
-        if doc is None:
-            return _Snapshot(version=0, sources={})
-        sources = {}
-        for name, entry in doc["sources"].items():
-            layout = entry.get("layout", {})
-            parts = []
-            for part_name in entry["parts"]:
-                info = layout.get(part_name)
-                if info is None:
-                    parts.append(self._legacy_part(name, part_name))
-                    continue
-                parts.append(
-                    _Part(
-                        name=part_name,
-                        cluster=tuple(info["cluster"]),
-                        buckets=int(info["buckets"]),
-                        files=tuple((int(b), str(f)) for b, f in info["files"]),
-                        epochs=(int(info["epochs"][0]), int(info["epochs"][1])),
-                        rows=None if info["rows"] is None else int(info["rows"]),
-                        compacted=bool(info["compacted"]),
-                        inserts_only=bool(info.get("inserts_only", info["compacted"])),
-                    )
-                )
-            cluster = entry.get("cluster")
-            sources[name] = _SourceState(
-                schema=tuple((str(a), str(t)) for a, t in entry["schema"]),
-                parts=tuple(parts),
-                cluster=None if cluster is None else tuple(cluster),
-                buckets=int(entry.get("buckets", self._buckets)),
-            )
-        return _Snapshot(version=int(doc["version"]), sources=sources)
-
-    def _legacy_part(self, source: str, name: str) -> _Part:
-        """A part written before parts were bucketed: one folder of Parquet files, no
-        `_bucket` column (read as null), every file read by every fetch."""
-        folder = self._fs.join(self._root, source, name)
-        files = sorted(
-            f.name
-            for f in self._fs.list_dir(folder)
-            if f.name.endswith(".parquet") and not f.name.startswith(".")
-        )
-        epochs = [int(x) for x in name[len(_PART_PREFIX) :].split("-")[:2]]
-        return _Part(name, (), 1, tuple((0, f) for f in files), (epochs[0], epochs[1]), None, False)
-
-    def _publish(self, snapshot: _Snapshot) -> None:
-        """Replace the manifest atomically and durably, then make `snapshot` the current one."""
-        doc = {
-            "version": snapshot.version,
-            "sources": {
-                name: {
-                    "schema": [list(p) for p in state.schema],
-                    "cluster": None if state.cluster is None else list(state.cluster),
-                    "buckets": state.buckets,
-                    "parts": [part.name for part in state.parts],
-                    "layout": {part.name: _part_doc(part) for part in state.parts},
-                }
-                for name, state in snapshot.sources.items()
-            },
-        }
-        self._fs.write_manifest(doc)
-        with self._lock:
-            self._snapshot = snapshot
-
-    def _remove_strays(self) -> None:
-        """Delete part and temporary folders the manifest does not list (crashed flushes and
-        compactions, and parts a compaction replaced)."""
-        fs = self._fs
-        root = fs.list_dir(self._root)
-        for entry in root:
-            if entry.name.startswith(_TMP_PREFIX) and not entry.is_dir:
-                fs.delete_file(fs.join(self._root, entry.name))
-        folders = {entry.name for entry in root if entry.is_dir}
-        for name, state in self._snapshot.sources.items():
-            if name not in folders:
-                continue
-            folder = fs.join(self._root, name)
-            listed = {part.name for part in state.parts}
-            for entry in fs.list_dir(folder):
-                stray = entry.name.startswith(_TMP_PREFIX) or (
-                    entry.name.startswith(_PART_PREFIX) and entry.name not in listed
-                )
-                if stray and entry.is_dir:
-                    fs.delete_tree(fs.join(folder, entry.name))
