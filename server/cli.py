@@ -38,6 +38,8 @@ SERVE_ENV: dict[str, tuple[str, str]] = {
     "spark_master": ("POMOVIEW_SPARK_MASTER", "local[*]"),
     "metrics_port": ("POMOVIEW_METRICS_PORT", ""),  # "": no metrics endpoint
     "memory_budget": ("POMOVIEW_MEMORY_BUDGET", ""),  # "": a quarter of the machine's memory
+    "spark_timeout": ("POMOVIEW_SPARK_TIMEOUT", "300"),  # seconds; 0: no deadline
+    "spark_write_timeout": ("POMOVIEW_SPARK_WRITE_TIMEOUT", "3600"),
     "tls_cert": ("POMOVIEW_TLS_CERT", ""),  # "": no TLS
     "tls_key": ("POMOVIEW_TLS_KEY", ""),
     "tls_client_ca": ("POMOVIEW_TLS_CLIENT_CA", ""),  # "": client certificates not asked for
@@ -74,6 +76,20 @@ def metrics_port(config: Mapping[str, tuple[str, str]]) -> int | None:
     return int(text)
 
 
+def spark_timeout(config: Mapping[str, tuple[str, str]], name: str) -> float | None:
+    """A resolved Spark deadline in seconds, None for 0 (no deadline); raises UsageError for
+    anything but a finite number >= 0."""
+    text, origin = config[name]
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < float("inf"):
+        where = "--" + name.replace("_", "-") if origin == "flag" else origin
+        raise UsageError(f"{where}: expected seconds (a number >= 0; 0 for no deadline), got {text!r}")
+    return seconds or None
+
+
 # ---------------------------------------------------------------- subcommands
 
 
@@ -93,6 +109,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     config = resolve_serve_config(args)
     metrics = metrics_port(config)
+    timeouts = {name: spark_timeout(config, name) for name in ("spark_timeout", "spark_write_timeout")}
     budget_text, budget_origin = config["memory_budget"]
     try:
         budget = parse_bytes(budget_text) if budget_text else default_budget()
@@ -124,6 +141,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         store=config["store"][0] or None,
         full_state=args.full_state or os.environ.get("POMOVIEW_FULL_STATE", "") not in ("", "0"),
         memory_budget=budget,
+        spark_timeout=timeouts["spark_timeout"],
+        spark_write_timeout=timeouts["spark_write_timeout"],
         security=server_security,
         origins={name: origin for name, (_, origin) in config.items()},
     )
@@ -382,6 +401,23 @@ def build_parser() -> argparse.ArgumentParser:
         "the server's RSS); past it, least recently used keys are evicted: bytes, or with K, M, "
         "G (powers of 1024); default a quarter of the machine's memory, printed at start (env "
         "POMOVIEW_MEMORY_BUDGET)",
+    )
+    p.add_argument(
+        "--spark-timeout",
+        default=None,
+        metavar="SECONDS",
+        help="the deadline of a lookup's Spark job (an upquery of the Parquet store); past it the "
+        "job is cancelled and the lookups waiting on it get DEADLINE_EXCEEDED; 0 for none "
+        "(env POMOVIEW_SPARK_TIMEOUT, default 300)",
+    )
+    p.add_argument(
+        "--spark-write-timeout",
+        default=None,
+        metavar="SECONDS",
+        help="the deadline of the Spark jobs that write the store (a flush, a compaction, a bulk "
+        "load's passes), longer than a read's since they grow with the data; past it they are "
+        "cancelled, and a flush or compaction is retried later; 0 for none "
+        "(env POMOVIEW_SPARK_WRITE_TIMEOUT, default 3600)",
     )
     security.add_serve_flags(p)
     p.set_defaults(handler=cmd_serve)

@@ -54,7 +54,7 @@ import contextlib
 import logging
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import Any
@@ -67,6 +67,7 @@ from pyspark.sql.types import (
     LongType,
 )
 
+from .spark_deadline import WRITE_SETTING, SparkTimeout, SparkTimeouts, deadline, stall_for_tests
 from .store_compaction import StoreCompaction
 from .store_fs import StoreFS, StoreLocationError, open_store_fs
 from .store_layout import (
@@ -88,6 +89,7 @@ from .store_layout import (
     _struct,
     _to_spark,
 )
+from .store_manifest import StoreWriteError
 from .types import LoggedBatch, SourceSchema, Value
 
 log = logging.getLogger("pomoview.store")
@@ -111,7 +113,14 @@ class SourceStore(StoreCompaction):
     used.
 
     `buckets` is the most buckets a part of a source registered from now on may have;
-    `rows_per_bucket` how many rows a part gets per bucket below that.
+    `rows_per_bucket` how many rows a part gets per bucket below that. `timeouts` are the
+    deadlines of its Spark jobs (see `spark_deadline`): fetches have the read one, the jobs
+    that write parts the write one.
+
+    A flush, load or compaction that cannot write (a full disk, say) raises
+    `StoreWriteError`, or `SparkTimeout` past its deadline, and leaves the store as it was:
+    the parts it wrote are deleted at once, so that a retry on a full disk has the room the
+    failed attempt took.
     """
 
     def __init__(
@@ -121,6 +130,7 @@ class SourceStore(StoreCompaction):
         *,
         buckets: int = DEFAULT_BUCKETS,
         rows_per_bucket: int = DEFAULT_ROWS_PER_BUCKET,
+        timeouts: SparkTimeouts | None = None,
     ) -> None:
         if buckets < 1 or rows_per_bucket < 1:
             raise ValueError("buckets and rows_per_bucket must be at least 1")
@@ -139,6 +149,7 @@ class SourceStore(StoreCompaction):
         self._retired: set[tuple[str, str]] = set()  # (source, part) unlisted, maybe pinned
         self._learned: dict[str, tuple[str, ...]] = {}  # first keyed fetch's columns
         self._configured: SparkSession | None = None
+        self._timeouts = SparkTimeouts() if timeouts is None else timeouts
         try:
             self._fs.makedirs(self._root)
             self._snapshot = self._read_manifest()
@@ -316,28 +327,37 @@ class SourceStore(StoreCompaction):
             # delete, a folder that manifest may list.
             name = f"{_PART_PREFIX}{first:020d}-{last:020d}-f{uuid.uuid4().hex[:8]}"
             sources = dict(current.sources)
-            for source, source_rows in rows.items():
-                if not source_rows:
-                    continue
-                state = sources[source]
-                spark = self._spark()
-                ops = spark.createDataFrame(source_rows, schema=_struct(state.schema)).coalesce(1)
-                part = self._write_part(
-                    source,
-                    name,
-                    state.schema,
-                    ops,
-                    cluster=self._cluster_for(source, state),
-                    buckets=self._bucket_count(state, len(source_rows)),
-                    epochs=(first, last),
-                    rows=len(source_rows),
-                    compacted=False,
-                )
-                if part is not None:
-                    sources[source] = replace(
-                        state, parts=(*state.parts, part), cluster=self._persisted(source, state)
+            written: list[str] = []
+            what = f"the flush of epochs {first}..{last}"
+            try:
+                for source, source_rows in rows.items():
+                    if not source_rows:
+                        continue
+                    state = sources[source]
+                    spark = self._spark()
+                    ops = spark.createDataFrame(source_rows, schema=_struct(state.schema)).coalesce(1)
+                    part = self._write_part(
+                        source,
+                        name,
+                        state.schema,
+                        ops,
+                        cluster=self._cluster_for(source, state),
+                        buckets=self._bucket_count(state, len(source_rows)),
+                        epochs=(first, last),
+                        rows=len(source_rows),
+                        compacted=False,
+                        kind="flush",
+                        what=what,
                     )
-            self._publish(_Snapshot(version=last, sources=sources))
+                    if part is not None:
+                        written.append(source)
+                        sources[source] = replace(
+                            state, parts=(*state.parts, part), cluster=self._persisted(source, state)
+                        )
+            except BaseException:
+                self._discard_parts((source, name) for source in written)
+                raise
+            self._publish_written(_Snapshot(version=last, sources=sources), what)
             return last
 
     def load(
@@ -381,12 +401,16 @@ class SourceStore(StoreCompaction):
                 rows=None,
                 compacted=False,
                 inserts_only=True,
+                kind="load",
+                what=f"the load of {source!r} at epoch {epoch}",
             )
             sources = dict(current.sources)
             parts = state.parts if part is None else (*state.parts, part)
             sources[source] = replace(state, parts=parts, cluster=self._persisted(source, state))
             with publishing if publishing is not None else contextlib.nullcontext():
-                self._publish(_Snapshot(version=epoch, sources=sources))
+                self._publish_written(
+                    _Snapshot(version=epoch, sources=sources), f"the load of {source!r} at epoch {epoch}"
+                )
             return epoch
 
     def _write_part(
@@ -402,40 +426,76 @@ class SourceStore(StoreCompaction):
         rows: int | None,
         compacted: bool,
         inserts_only: bool = False,
+        kind: str,
+        what: str,
     ) -> _Part | None:
         """Write `ops` (attributes, _epoch, _op; partitioned so that a bucket is in one Spark
         partition, for one file per bucket) as part `name`, bucketed by `cluster`, renamed into
-        place durably but not published. None if `ops` is empty."""
+        place durably but not published. None if `ops` is empty.
+
+        Spark's jobs run under the write deadline (`kind` names the job for tests' stalls,
+        `what` the operation in messages). If this raises, nothing it wrote is left behind
+        (as far as deleting can do), and the error is `StoreWriteError` or `SparkTimeout`."""
         fs = self._fs
         folder = fs.join(self._root, source)
-        fs.makedirs(folder)
         target = fs.join(folder, name)
-        if fs.exists(target):
-            # Left by a crash before its manifest; never listed, never read.
-            fs.delete_tree(target)
         tmp = fs.join(folder, f"{_TMP_PREFIX}{uuid.uuid4().hex}")
         attrs = [a for a, _ in schema]
         bucket = (
             F.pmod(F.hash(*(_col(c) for c in cluster)), F.lit(buckets)) if cluster else F.lit(0)
         ).cast(IntegerType())
         order = [_BUCKET_DIR, *cluster, *(a for a in attrs if a not in cluster), "_epoch"]
-        (
-            ops.withColumn(_BUCKET, bucket)
-            .withColumn(_BUCKET_DIR, _col(_BUCKET))
-            .sortWithinPartitions(*(_col(c) for c in order))
-            .write.partitionBy(_BUCKET_DIR)
-            .option("parquet.block.size", str(_ROW_GROUP_BYTES))
-            .parquet(fs.spark_path(tmp))
-        )
-        files = self._flatten(tmp)
-        if not files:
-            fs.delete_tree(tmp)
-            return None
-        fs.sync_tree(tmp)
-        fs.rename(tmp, target)
-        fs.sync_dir(folder)
-        fs.sync_dir(self._root)
+        try:
+            fs.makedirs(folder)
+            if fs.exists(target):
+                # Left by a crash before its manifest; never listed, never read.
+                fs.delete_tree(target)
+            with deadline(ops.sparkSession, self._timeouts.write, f"{what} ({source!r})", WRITE_SETTING):
+                (
+                    stall_for_tests(ops, kind)
+                    .withColumn(_BUCKET, bucket)
+                    .withColumn(_BUCKET_DIR, _col(_BUCKET))
+                    .sortWithinPartitions(*(_col(c) for c in order))
+                    .write.partitionBy(_BUCKET_DIR)
+                    .option("parquet.block.size", str(_ROW_GROUP_BYTES))
+                    .parquet(fs.spark_path(tmp))
+                )
+            files = self._flatten(tmp)
+            if not files:
+                fs.delete_tree(tmp)
+                return None
+            fs.sync_tree(tmp)
+            fs.rename(tmp, target)
+            fs.sync_dir(folder)
+            fs.sync_dir(self._root)
+        except BaseException as err:
+            self._discard_paths([tmp, target])
+            if isinstance(err, (SparkTimeout, StoreWriteError)) or not isinstance(err, Exception):
+                raise
+            raise StoreWriteError(f"{what} ({source!r})", fs.describe(), err) from err
         return _Part(name, cluster, buckets, files, epochs, rows, compacted, inserts_only or compacted)
+
+    def _discard_paths(self, paths: Sequence[str]) -> None:
+        """Deletes what a failed write left (best effort: the next open deletes the rest)."""
+        for path in paths:
+            try:
+                if self._fs.exists(path):
+                    self._fs.delete_tree(path)
+            except Exception:  # noqa: BLE001
+                log.warning("could not delete %s after a failed write", path, exc_info=True)
+
+    def _discard_parts(self, parts: Iterable[tuple[str, str]]) -> None:
+        """Deletes unpublished parts (source, part name) of a write that failed."""
+        self._discard_paths([self._fs.join(self._root, source, name) for source, name in parts])
+
+    def _publish_written(self, snapshot: _Snapshot, what: str) -> None:
+        """`_publish` for a write's new parts. A failure is `StoreWriteError`, and the parts
+        stay: the new manifest may be on disk although the call failed (its folder's fsync,
+        say); if it is not, they are unlisted, and the next open deletes them."""
+        try:
+            self._publish(snapshot)
+        except OSError as err:
+            raise StoreWriteError(f"{what} (its manifest)", self._fs.describe(), err) from err
 
     def _flatten(self, tmp: str) -> tuple[tuple[int, str], ...]:
         """Move the files Spark wrote under `<_BUCKET_DIR>=<b>/` up as `b<b>-<i>.parquet`; drop

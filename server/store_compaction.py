@@ -63,7 +63,12 @@ class StoreCompaction(StoreManifest, StoreReads):
         rows: int | None,
         compacted: bool,
         inserts_only: bool = False,
+        kind: str,
+        what: str,
     ) -> _Part | None:
+        raise NotImplementedError
+
+    def _publish_written(self, snapshot: _Snapshot, what: str) -> None:
         raise NotImplementedError
 
     def compaction_candidates(self, min_parts: int) -> list[str]:
@@ -131,6 +136,8 @@ class StoreCompaction(StoreManifest, StoreReads):
                     epochs=epochs,
                     rows=rows,
                     compacted=True,
+                    kind="compact",
+                    what=f"the compaction of {source!r}",
                 )
             with self._flush_lock:
                 current = self._current()
@@ -144,7 +151,9 @@ class StoreCompaction(StoreManifest, StoreReads):
                     parts=kept if part is None else (part, *kept),
                     cluster=self._persisted(source, now),
                 )
-                self._publish(_Snapshot(version=current.version, sources=sources))
+                self._publish_written(
+                    _Snapshot(version=current.version, sources=sources), f"the compaction of {source!r}"
+                )
                 with self._lock:
                     self._retired.update((source, p.name) for p in old)
         self._collect_garbage()

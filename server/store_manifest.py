@@ -4,8 +4,10 @@ replaced atomically)."""
 
 from __future__ import annotations
 
+import errno
 import threading
 
+from .spark_session import spark_error_reason
 from .store_fs import StoreFS
 from .store_layout import (
     _PART_PREFIX,
@@ -15,6 +17,30 @@ from .store_layout import (
     _Snapshot,
     _SourceState,
 )
+
+
+class StoreWriteError(Exception):
+    """A flush, load or compaction could not write the store (a full disk, an I/O error, a
+    failed Spark job): the store is as it was, and what it wrote is deleted (or, if it cannot
+    be, unlisted and deleted at the next open)."""
+
+    def __init__(self, what: str, where: str, err: BaseException) -> None:
+        reason = spark_error_reason(err)
+        self.disk_full = is_disk_full(err)
+        if self.disk_full:
+            reason = f"the disk is full (No space left on device): {reason}"
+        super().__init__(f"{what} could not be written to the store at {where}: {reason}")
+
+
+def is_disk_full(err: BaseException) -> bool:
+    """Whether `err` (an OSError, or a Spark failure whose Java cause says so) is ENOSPC."""
+    while err is not None:
+        if isinstance(err, OSError) and err.errno == errno.ENOSPC:
+            return True
+        if "No space left on device" in str(err):
+            return True
+        err = err.__cause__  # type: ignore[assignment]
+    return False
 
 
 class StoreManifest:
