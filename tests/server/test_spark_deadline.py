@@ -14,7 +14,6 @@ from pomoview.server.errors import DeadlineExceeded
 from pomoview.server.spark_deadline import SparkTimeout, deadline, watchdog_running
 
 
-
 def blocked(spark: Any) -> Any:
     """Four rows whose every task sleeps 120 s in the JVM (interruptibly)."""
     sleep = F.expr("reflect('java.lang.Thread', 'sleep', cast(120000 as bigint))")
