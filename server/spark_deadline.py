@@ -54,9 +54,10 @@ STALL_ENV = "POMOVIEW_TEST_STALL_SPARK"
 _RECANCEL = 0.25
 
 
-@dataclass(frozen=True)
+@dataclass
 class SparkTimeouts:
-    """The limits in seconds (None: no limit) of reading and of writing Spark jobs."""
+    """The limits in seconds (None: no limit) of reading and of writing Spark jobs; shared by
+    reference, so a change applies to the jobs that start after it."""
 
     read: float | None = DEFAULT_READ_TIMEOUT
     write: float | None = DEFAULT_WRITE_TIMEOUT
