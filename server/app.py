@@ -24,6 +24,7 @@ from .metrics import Metrics
 from .scheduler import Scheduler
 from .security import SecurityConfigError, ServerSecurity, is_loopback
 from .service import ViewService, add_view_service
+from .spark_deadline import DEFAULT_READ_TIMEOUT, DEFAULT_WRITE_TIMEOUT, SparkTimeouts
 from .spark_session import SparkProvider, create_spark_session
 from .store_fs import StoreLocationError, split_location
 from .subscriptions import DEFAULT_BUFFER_ROWS
@@ -121,6 +122,8 @@ def serve(
     origins: Mapping[str, str] | None = None,
     full_state: bool = False,
     memory_budget: int | None = None,
+    spark_timeout: float | None = DEFAULT_READ_TIMEOUT,
+    spark_write_timeout: float | None = DEFAULT_WRITE_TIMEOUT,
     security: ServerSecurity | None = None,
     subscription_buffer: int = DEFAULT_BUFFER_ROWS,
 ) -> None:
@@ -130,6 +133,8 @@ def serve(
     (default `<data_dir>/store`, see `store_location`); `origins` says
     where each setting came from (flag, env or default), for the configuration log line.
     `security` holds the token and TLS files (default: none, which only loopback allows).
+    `spark_timeout` and `spark_write_timeout` are the deadlines in seconds (None: none) of the
+    Spark jobs that read and that write the store (see `spark_deadline`).
     """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     # py4j logs every lost connection at INFO; a dead JVM is reported once, by the provider.
@@ -167,6 +172,13 @@ def serve(
                     "none" if memory_budget is None else f"{memory_budget} ({format_bytes(memory_budget)})",
                 ),
                 f"subscription_buffer={subscription_buffer} rows",
+                *(
+                    setting(name, "none" if seconds is None else f"{seconds:g}s")
+                    for name, seconds in (
+                        ("spark_timeout", spark_timeout),
+                        ("spark_write_timeout", spark_write_timeout),
+                    )
+                ),
             ]
         ),
     )
@@ -198,6 +210,7 @@ def serve(
             memory_budget=memory_budget,
             metrics=metrics,
             subscription_buffer=subscription_buffer,
+            spark_timeouts=SparkTimeouts(spark_timeout, spark_write_timeout),
         )
     except StoreLocationError as err:
         print(f"pomoview: {err}", file=sys.stderr)

@@ -41,6 +41,8 @@ SERVE_ENV: dict[str, tuple[str, str]] = {
     "spark_master": ("POMOVIEW_SPARK_MASTER", "local[*]"),
     "metrics_port": ("POMOVIEW_METRICS_PORT", ""),  # "": no metrics endpoint
     "memory_budget": ("POMOVIEW_MEMORY_BUDGET", ""),  # "": a quarter of the machine's memory
+    "spark_timeout": ("POMOVIEW_SPARK_TIMEOUT", "300"),  # seconds; 0: no deadline
+    "spark_write_timeout": ("POMOVIEW_SPARK_WRITE_TIMEOUT", "3600"),
     "tls_cert": ("POMOVIEW_TLS_CERT", ""),  # "": no TLS
     "tls_key": ("POMOVIEW_TLS_KEY", ""),
     "tls_client_ca": ("POMOVIEW_TLS_CLIENT_CA", ""),  # "": client certificates not asked for
@@ -77,6 +79,20 @@ def metrics_port(config: Mapping[str, tuple[str, str]]) -> int | None:
     return int(text)
 
 
+def spark_timeout(config: Mapping[str, tuple[str, str]], name: str) -> float | None:
+    """A resolved Spark deadline in seconds, None for 0 (no deadline); raises UsageError for
+    anything but a finite number >= 0."""
+    text, origin = config[name]
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < float("inf"):
+        where = "--" + name.replace("_", "-") if origin == "flag" else origin
+        raise UsageError(f"{where}: expected seconds (a number >= 0; 0 for no deadline), got {text!r}")
+    return seconds or None
+
+
 # ---------------------------------------------------------------- subcommands
 
 
@@ -97,6 +113,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     config = resolve_serve_config(args)
     metrics = metrics_port(config)
+    timeouts = {name: spark_timeout(config, name) for name in ("spark_timeout", "spark_write_timeout")}
     budget_text, budget_origin = config["memory_budget"]
     try:
         budget = parse_bytes(budget_text) if budget_text else default_budget()
@@ -128,6 +145,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         store=config["store"][0] or None,
         full_state=args.full_state or os.environ.get("POMOVIEW_FULL_STATE", "") not in ("", "0"),
         memory_budget=budget,
+        spark_timeout=timeouts["spark_timeout"],
+        spark_write_timeout=timeouts["spark_write_timeout"],
         security=server_security,
         subscription_buffer=args.subscription_buffer or DEFAULT_BUFFER_ROWS,
         origins={name: origin for name, (_, origin) in config.items()},
@@ -418,6 +437,21 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ROWS",
         help="changed rows a subscription may hold unsent; a subscriber that falls further "
         "behind is ended with RESOURCE_EXHAUSTED (default 10000)",
+        "--spark-timeout",
+        default=None,
+        metavar="SECONDS",
+        help="the deadline of a lookup's Spark job (an upquery of the Parquet store); past it the "
+        "job is cancelled and the lookups waiting on it get DEADLINE_EXCEEDED; 0 for none "
+        "(env POMOVIEW_SPARK_TIMEOUT, default 300)",
+    )
+    p.add_argument(
+        "--spark-write-timeout",
+        default=None,
+        metavar="SECONDS",
+        help="the deadline of the Spark jobs that write the store (a flush, a compaction, a bulk "
+        "load's passes), longer than a read's since they grow with the data; past it they are "
+        "cancelled, and a flush or compaction is retried later; 0 for none "
+        "(env POMOVIEW_SPARK_WRITE_TIMEOUT, default 3600)",
     )
     security.add_serve_flags(p)
     p.set_defaults(handler=cmd_serve)

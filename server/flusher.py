@@ -8,6 +8,8 @@ import time
 from pathlib import Path
 
 from .scheduler_state import SchedulerState
+from .spark_deadline import SparkTimeout
+from .store_manifest import StoreWriteError
 
 log = logging.getLogger("pomoview.scheduler")
 
@@ -25,11 +27,33 @@ class Flusher(SchedulerState):
         while not self._stopping.wait(self.flush_interval):
             try:
                 self.flush()
-                if time.monotonic() - last_compaction >= self.compact_interval:
-                    last_compaction = time.monotonic()
+            except Exception as err:
+                self._log_failure("a flush", err)
+                continue
+            if time.monotonic() - last_compaction >= self.compact_interval:
+                last_compaction = time.monotonic()
+                try:
                     self.compact()
-            except Exception:
-                log.exception("flush or compaction failed; it will be retried")
+                except Exception as err:
+                    self._log_failure("a compaction", err)
+
+    def _log_failure(self, what: str, err: Exception) -> None:
+        """One line for a failure the store reports clearly (a full disk, a Spark job past its
+        deadline: the store is as it was), a traceback for anything else. Either way the
+        log is not trimmed, and the next interval tries again."""
+        known = isinstance(err, (StoreWriteError, SparkTimeout))
+        log.warning(
+            "%s failed, retrying in %g s: %s; the store stays at version %d, the log keeps "
+            "every epoch after it (through %d)",
+            what,
+            self.flush_interval,
+            err if known else f"{type(err).__name__}: {err}",
+            self.store.version,
+            self.durable_epoch,
+            exc_info=not known,
+        )
+        if known:
+            log.debug("%s failed", what, exc_info=True)
 
     def flush(self) -> int:
         """Moves the applied batches the store lacks into Parquet, then trims the log;

@@ -22,6 +22,7 @@ from pomoview.planner.validate import Relation
 from .errors import DeadlineExceeded, InvalidArgument, NotFound, OutOfRange, Unavailable
 from .scheduler_state import SchedulerState
 from .source_store import Pin
+from .spark_deadline import SparkTimeout
 from .spark_session import SparkSessionLost, spark_error_reason
 from .subscriptions import Subscription
 from .types import SourceSchema, Tuple_, Value
@@ -229,6 +230,11 @@ class LookupRounds(SchedulerState):
                 version, tuples = self.store.fetch(
                     pending.source, pending.columns, list(pending.keys), dict(pending.filters), at=pin  # type: ignore[arg-type]
                 )
+        except SparkTimeout as err:
+            # Every lookup waiting on this job gets it; nothing is filled, as below.
+            raise DeadlineExceeded(
+                f"the upquery on source {pending.source!r} failed: {err.message}; retry the lookup"
+            ) from err
         except Exception as err:
             # Nothing is filled: the circuit saw only FetchPending, so the states that asked
             # stay missing and the next lookup runs the job again.

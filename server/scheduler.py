@@ -42,6 +42,7 @@ from .source_store import SchemaMismatch, SourceStore
 from .subscriptions import DEFAULT_BUFFER_ROWS, Subscriptions
 from .time_path import TimePath
 from .time_state import uses_time
+from .spark_deadline import WRITE_SETTING, SparkTimeouts, deadline
 from .types import LoggedBatch, SourceSchema
 from .upquery_jobs import UpqueryJobs
 from .wal import WriteAheadLog
@@ -78,6 +79,7 @@ class Scheduler(WritePath, LookupRounds, Flusher, TimePath):
         memory_budget: int | None = None,
         metrics: Metrics | None = None,
         subscription_buffer: int = DEFAULT_BUFFER_ROWS,
+        spark_timeouts: SparkTimeouts | None = None,
     ) -> None:
         # Partial state is evicted when the process's memory grows past this (None: never).
         self.memory = None if memory_budget is None else MemoryBudget(memory_budget)
@@ -89,7 +91,9 @@ class Scheduler(WritePath, LookupRounds, Flusher, TimePath):
         self._spark = spark
         # A path, or a URI for the store's Hadoop client (which `Path` would mangle).
         store_root = str(self.data_dir / "store" if store_dir is None else store_dir)
-        self.store = SourceStore(store_root, spark)  # type: ignore[arg-type]
+        # The deadlines of the store's Spark jobs: fetches, flushes, compactions, loads.
+        self.spark_timeouts = SparkTimeouts() if spark_timeouts is None else spark_timeouts
+        self.store = SourceStore(store_root, spark, timeouts=self.spark_timeouts)  # type: ignore[arg-type]
         # A registry of this scheduler's own (not the process's global one): tests run several
         # schedulers in one process. `serve` passes one it already exposes.
         self.metrics = Metrics() if metrics is None else metrics
@@ -305,7 +309,10 @@ class Scheduler(WritePath, LookupRounds, Flusher, TimePath):
         except Exception as err:
             raise Unavailable(f"the load cannot start: Spark is unavailable ({err})") from err
         with bulk_load.LoadJob(spark, progress, cancelled) as job:  # type: ignore[arg-type]
-            prepared = job.prepare(path, fmt, dict(options or {}), source, schema)
+            with deadline(
+                spark, self.spark_timeouts.write, f"the load's check of {path}", WRITE_SETTING  # type: ignore[arg-type]
+            ):
+                prepared = job.prepare(path, fmt, dict(options or {}), source, schema)
             if prepared.count == 0:
                 return 0, self.durable_epoch
             # The flusher's lock first (it takes the write lock inside): no flush runs meanwhile.

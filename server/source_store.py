@@ -54,7 +54,7 @@ import contextlib
 import logging
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import Any
@@ -67,13 +67,13 @@ from pyspark.sql.types import (
     LongType,
 )
 
-from .store_fetch import StoreReads
+from .spark_deadline import WRITE_SETTING, SparkTimeout, SparkTimeouts, deadline, stall_for_tests
+from .store_compaction import StoreCompaction
 from .store_fs import StoreFS, StoreLocationError, open_store_fs
 from .store_layout import (
     _BUCKET,
     _BUCKET_DIR,
     _PART_PREFIX,
-    _READ_OPTIONS,
     _ROW_GROUP_BYTES,
     _TMP_PREFIX,
     DEFAULT_BUCKETS,
@@ -83,20 +83,19 @@ from .store_layout import (
     _check_schema,
     _col,
     _Part,
-    _part_doc,
-    _read_struct,
     _schema_difference,
     _Snapshot,
     _SourceState,
     _struct,
     _to_spark,
 )
+from .store_manifest import StoreWriteError
 from .types import LoggedBatch, SourceSchema, Value
 
 log = logging.getLogger("pomoview.store")
 
 
-class SourceStore(StoreReads):
+class SourceStore(StoreCompaction):
     """The flushed base relations, with a version: the last epoch flushed.
 
     `spark` is called whenever Spark is needed and must return the shared session; opening a
@@ -114,7 +113,14 @@ class SourceStore(StoreReads):
     used.
 
     `buckets` is the most buckets a part of a source registered from now on may have;
-    `rows_per_bucket` how many rows a part gets per bucket below that.
+    `rows_per_bucket` how many rows a part gets per bucket below that. `timeouts` are the
+    deadlines of its Spark jobs (see `spark_deadline`): fetches have the read one, the jobs
+    that write parts the write one.
+
+    A flush, load or compaction that cannot write (a full disk, say) raises
+    `StoreWriteError`, or `SparkTimeout` past its deadline, and leaves the store as it was:
+    the parts it wrote are deleted at once, so that a retry on a full disk has the room the
+    failed attempt took.
     """
 
     def __init__(
@@ -124,6 +130,7 @@ class SourceStore(StoreReads):
         *,
         buckets: int = DEFAULT_BUCKETS,
         rows_per_bucket: int = DEFAULT_ROWS_PER_BUCKET,
+        timeouts: SparkTimeouts | None = None,
     ) -> None:
         if buckets < 1 or rows_per_bucket < 1:
             raise ValueError("buckets and rows_per_bucket must be at least 1")
@@ -142,6 +149,7 @@ class SourceStore(StoreReads):
         self._retired: set[tuple[str, str]] = set()  # (source, part) unlisted, maybe pinned
         self._learned: dict[str, tuple[str, ...]] = {}  # first keyed fetch's columns
         self._configured: SparkSession | None = None
+        self._timeouts = SparkTimeouts() if timeouts is None else timeouts
         try:
             self._fs.makedirs(self._root)
             self._snapshot = self._read_manifest()
@@ -319,28 +327,37 @@ class SourceStore(StoreReads):
             # delete, a folder that manifest may list.
             name = f"{_PART_PREFIX}{first:020d}-{last:020d}-f{uuid.uuid4().hex[:8]}"
             sources = dict(current.sources)
-            for source, source_rows in rows.items():
-                if not source_rows:
-                    continue
-                state = sources[source]
-                spark = self._spark()
-                ops = spark.createDataFrame(source_rows, schema=_struct(state.schema)).coalesce(1)
-                part = self._write_part(
-                    source,
-                    name,
-                    state.schema,
-                    ops,
-                    cluster=self._cluster_for(source, state),
-                    buckets=self._bucket_count(state, len(source_rows)),
-                    epochs=(first, last),
-                    rows=len(source_rows),
-                    compacted=False,
-                )
-                if part is not None:
-                    sources[source] = replace(
-                        state, parts=(*state.parts, part), cluster=self._persisted(source, state)
+            written: list[str] = []
+            what = f"the flush of epochs {first}..{last}"
+            try:
+                for source, source_rows in rows.items():
+                    if not source_rows:
+                        continue
+                    state = sources[source]
+                    spark = self._spark()
+                    ops = spark.createDataFrame(source_rows, schema=_struct(state.schema)).coalesce(1)
+                    part = self._write_part(
+                        source,
+                        name,
+                        state.schema,
+                        ops,
+                        cluster=self._cluster_for(source, state),
+                        buckets=self._bucket_count(state, len(source_rows)),
+                        epochs=(first, last),
+                        rows=len(source_rows),
+                        compacted=False,
+                        kind="flush",
+                        what=what,
                     )
-            self._publish(_Snapshot(version=last, sources=sources))
+                    if part is not None:
+                        written.append(source)
+                        sources[source] = replace(
+                            state, parts=(*state.parts, part), cluster=self._persisted(source, state)
+                        )
+            except BaseException:
+                self._discard_parts((source, name) for source in written)
+                raise
+            self._publish_written(_Snapshot(version=last, sources=sources), what)
             return last
 
     def load(
@@ -384,12 +401,16 @@ class SourceStore(StoreReads):
                 rows=None,
                 compacted=False,
                 inserts_only=True,
+                kind="load",
+                what=f"the load of {source!r} at epoch {epoch}",
             )
             sources = dict(current.sources)
             parts = state.parts if part is None else (*state.parts, part)
             sources[source] = replace(state, parts=parts, cluster=self._persisted(source, state))
             with publishing if publishing is not None else contextlib.nullcontext():
-                self._publish(_Snapshot(version=epoch, sources=sources))
+                self._publish_written(
+                    _Snapshot(version=epoch, sources=sources), f"the load of {source!r} at epoch {epoch}"
+                )
             return epoch
 
     def _write_part(
@@ -405,40 +426,76 @@ class SourceStore(StoreReads):
         rows: int | None,
         compacted: bool,
         inserts_only: bool = False,
+        kind: str,
+        what: str,
     ) -> _Part | None:
         """Write `ops` (attributes, _epoch, _op; partitioned so that a bucket is in one Spark
         partition, for one file per bucket) as part `name`, bucketed by `cluster`, renamed into
-        place durably but not published. None if `ops` is empty."""
+        place durably but not published. None if `ops` is empty.
+
+        Spark's jobs run under the write deadline (`kind` names the job for tests' stalls,
+        `what` the operation in messages). If this raises, nothing it wrote is left behind
+        (as far as deleting can do), and the error is `StoreWriteError` or `SparkTimeout`."""
         fs = self._fs
         folder = fs.join(self._root, source)
-        fs.makedirs(folder)
         target = fs.join(folder, name)
-        if fs.exists(target):
-            # Left by a crash before its manifest; never listed, never read.
-            fs.delete_tree(target)
         tmp = fs.join(folder, f"{_TMP_PREFIX}{uuid.uuid4().hex}")
         attrs = [a for a, _ in schema]
         bucket = (
             F.pmod(F.hash(*(_col(c) for c in cluster)), F.lit(buckets)) if cluster else F.lit(0)
         ).cast(IntegerType())
         order = [_BUCKET_DIR, *cluster, *(a for a in attrs if a not in cluster), "_epoch"]
-        (
-            ops.withColumn(_BUCKET, bucket)
-            .withColumn(_BUCKET_DIR, _col(_BUCKET))
-            .sortWithinPartitions(*(_col(c) for c in order))
-            .write.partitionBy(_BUCKET_DIR)
-            .option("parquet.block.size", str(_ROW_GROUP_BYTES))
-            .parquet(fs.spark_path(tmp))
-        )
-        files = self._flatten(tmp)
-        if not files:
-            fs.delete_tree(tmp)
-            return None
-        fs.sync_tree(tmp)
-        fs.rename(tmp, target)
-        fs.sync_dir(folder)
-        fs.sync_dir(self._root)
+        try:
+            fs.makedirs(folder)
+            if fs.exists(target):
+                # Left by a crash before its manifest; never listed, never read.
+                fs.delete_tree(target)
+            with deadline(ops.sparkSession, self._timeouts.write, f"{what} ({source!r})", WRITE_SETTING):
+                (
+                    stall_for_tests(ops, kind)
+                    .withColumn(_BUCKET, bucket)
+                    .withColumn(_BUCKET_DIR, _col(_BUCKET))
+                    .sortWithinPartitions(*(_col(c) for c in order))
+                    .write.partitionBy(_BUCKET_DIR)
+                    .option("parquet.block.size", str(_ROW_GROUP_BYTES))
+                    .parquet(fs.spark_path(tmp))
+                )
+            files = self._flatten(tmp)
+            if not files:
+                fs.delete_tree(tmp)
+                return None
+            fs.sync_tree(tmp)
+            fs.rename(tmp, target)
+            fs.sync_dir(folder)
+            fs.sync_dir(self._root)
+        except BaseException as err:
+            self._discard_paths([tmp, target])
+            if isinstance(err, (SparkTimeout, StoreWriteError)) or not isinstance(err, Exception):
+                raise
+            raise StoreWriteError(f"{what} ({source!r})", fs.describe(), err) from err
         return _Part(name, cluster, buckets, files, epochs, rows, compacted, inserts_only or compacted)
+
+    def _discard_paths(self, paths: Sequence[str]) -> None:
+        """Deletes what a failed write left (best effort: the next open deletes the rest)."""
+        for path in paths:
+            try:
+                if self._fs.exists(path):
+                    self._fs.delete_tree(path)
+            except Exception:  # noqa: BLE001
+                log.warning("could not delete %s after a failed write", path, exc_info=True)
+
+    def _discard_parts(self, parts: Iterable[tuple[str, str]]) -> None:
+        """Deletes unpublished parts (source, part name) of a write that failed."""
+        self._discard_paths([self._fs.join(self._root, source, name) for source, name in parts])
+
+    def _publish_written(self, snapshot: _Snapshot, what: str) -> None:
+        """`_publish` for a write's new parts. A failure is `StoreWriteError`, and the parts
+        stay: the new manifest may be on disk although the call failed (its folder's fsync,
+        say); if it is not, they are unlisted, and the next open deletes them."""
+        try:
+            self._publish(snapshot)
+        except OSError as err:
+            raise StoreWriteError(f"{what} (its manifest)", self._fs.describe(), err) from err
 
     def _flatten(self, tmp: str) -> tuple[tuple[int, str], ...]:
         """Move the files Spark wrote under `<_BUCKET_DIR>=<b>/` up as `b<b>-<i>.parquet`; drop
@@ -463,181 +520,3 @@ class SourceStore(StoreReads):
             elif not entry.is_dir:
                 fs.delete_file(path)
         return tuple(sorted(files))
-
-    # --- compaction -----------------------------------------------------------------------------
-
-    def compaction_candidates(self, min_parts: int) -> list[str]:
-        """The sources with at least `min_parts` parts, or a part clustered otherwise than the
-        source is now."""
-        with self._lock:
-            snapshot = self._snapshot
-        return [
-            name
-            for name, state in snapshot.sources.items()
-            if len(state.parts) >= min_parts
-            or any(p.cluster != self._cluster_for(name, state) for p in state.parts)
-        ]
-
-    def compact(self, source: str) -> bool:
-        """Rewrite the parts of `source` as one part holding each tuple's latest operation,
-        without the tuples whose latest operation deletes them; return whether it did.
-
-        A Spark job, run concurrently with flushes and fetches: it reads the parts of the
-        current snapshot, and one manifest replacement swaps the new part in for them (parts
-        flushed meanwhile stay after it). The old part folders are deleted once no pinned
-        snapshot lists them. If this raises, the store is unchanged.
-        """
-        with self._compact_lock:
-            with self.pinned() as pin:
-                state = self._state(pin._snapshot, source)
-                old = state.parts
-                cluster = self._cluster_for(source, state)
-                if not old or (len(old) == 1 and old[0].compacted and old[0].cluster == cluster):
-                    return False
-                rows = sum(
-                    p.rows if p.rows is not None else state.buckets * self._rows_per_bucket for p in old
-                )
-                buckets = self._bucket_count(state, rows)
-                spark = self._session()
-                attrs = [_col(a) for a, _ in state.schema]
-                ops = (
-                    spark.read.schema(_read_struct(state.schema))
-                    .options(**_READ_OPTIONS)
-                    .parquet(*(p for part in old for p in self._paths(source, part)))
-                    .select(*attrs, _col("_epoch"), _col("_op"))
-                )
-                # Hash partitioning by the clustering columns is Spark's `pmod(hash(...), n)`:
-                # Spark partition i is bucket i, and it satisfies the grouping by all attributes.
-                ops = ops.repartition(buckets, *(_col(c) for c in cluster)) if cluster else ops.coalesce(1)
-                latest = (
-                    ops.groupBy(*attrs)
-                    .agg(F.max(F.struct(_col("_epoch"), _col("_op"))).alias("_latest"))
-                    .where(F.col("_latest._op") == 1)
-                    .select(
-                        *attrs,
-                        F.col("_latest._epoch").alias("_epoch"),
-                        F.lit(1).cast(ByteType()).alias("_op"),
-                    )
-                )
-                epochs = (old[0].epochs[0], old[-1].epochs[1])
-                name = f"{_PART_PREFIX}{epochs[0]:020d}-{epochs[1]:020d}-c{uuid.uuid4().hex[:8]}"
-                part = self._write_part(
-                    source,
-                    name,
-                    state.schema,
-                    latest,
-                    cluster=cluster,
-                    buckets=buckets,
-                    epochs=epochs,
-                    rows=rows,
-                    compacted=True,
-                )
-            with self._flush_lock:
-                current = self._current()
-                now = self._state(current, source)
-                # Only a compaction removes parts, and compactions run one at a time.
-                assert now.parts[: len(old)] == old, "the parts changed under a compaction"
-                sources = dict(current.sources)
-                kept = now.parts[len(old) :]
-                sources[source] = replace(
-                    now,
-                    parts=kept if part is None else (part, *kept),
-                    cluster=self._persisted(source, now),
-                )
-                self._publish(_Snapshot(version=current.version, sources=sources))
-                with self._lock:
-                    self._retired.update((source, p.name) for p in old)
-        self._collect_garbage()
-        return True
-
-    # --- manifest -------------------------------------------------------------------------------
-
-    def _current(self) -> _Snapshot:
-        with self._lock:
-            return self._snapshot
-
-    def _read_manifest(self) -> _Snapshot:
-        doc = self._fs.read_manifest()
-        if doc is None:
-            return _Snapshot(version=0, sources={})
-        sources = {}
-        for name, entry in doc["sources"].items():
-            layout = entry.get("layout", {})
-            parts = []
-            for part_name in entry["parts"]:
-                info = layout.get(part_name)
-                if info is None:
-                    parts.append(self._legacy_part(name, part_name))
-                    continue
-                parts.append(
-                    _Part(
-                        name=part_name,
-                        cluster=tuple(info["cluster"]),
-                        buckets=int(info["buckets"]),
-                        files=tuple((int(b), str(f)) for b, f in info["files"]),
-                        epochs=(int(info["epochs"][0]), int(info["epochs"][1])),
-                        rows=None if info["rows"] is None else int(info["rows"]),
-                        compacted=bool(info["compacted"]),
-                        inserts_only=bool(info.get("inserts_only", info["compacted"])),
-                    )
-                )
-            cluster = entry.get("cluster")
-            sources[name] = _SourceState(
-                schema=tuple((str(a), str(t)) for a, t in entry["schema"]),
-                parts=tuple(parts),
-                cluster=None if cluster is None else tuple(cluster),
-                buckets=int(entry.get("buckets", self._buckets)),
-            )
-        return _Snapshot(version=int(doc["version"]), sources=sources)
-
-    def _legacy_part(self, source: str, name: str) -> _Part:
-        """A part written before parts were bucketed: one folder of Parquet files, no
-        `_bucket` column (read as null), every file read by every fetch."""
-        folder = self._fs.join(self._root, source, name)
-        files = sorted(
-            f.name
-            for f in self._fs.list_dir(folder)
-            if f.name.endswith(".parquet") and not f.name.startswith(".")
-        )
-        epochs = [int(x) for x in name[len(_PART_PREFIX) :].split("-")[:2]]
-        return _Part(name, (), 1, tuple((0, f) for f in files), (epochs[0], epochs[1]), None, False)
-
-    def _publish(self, snapshot: _Snapshot) -> None:
-        """Replace the manifest atomically and durably, then make `snapshot` the current one."""
-        doc = {
-            "version": snapshot.version,
-            "sources": {
-                name: {
-                    "schema": [list(p) for p in state.schema],
-                    "cluster": None if state.cluster is None else list(state.cluster),
-                    "buckets": state.buckets,
-                    "parts": [part.name for part in state.parts],
-                    "layout": {part.name: _part_doc(part) for part in state.parts},
-                }
-                for name, state in snapshot.sources.items()
-            },
-        }
-        self._fs.write_manifest(doc)
-        with self._lock:
-            self._snapshot = snapshot
-
-    def _remove_strays(self) -> None:
-        """Delete part and temporary folders the manifest does not list (crashed flushes and
-        compactions, and parts a compaction replaced)."""
-        fs = self._fs
-        root = fs.list_dir(self._root)
-        for entry in root:
-            if entry.name.startswith(_TMP_PREFIX) and not entry.is_dir:
-                fs.delete_file(fs.join(self._root, entry.name))
-        folders = {entry.name for entry in root if entry.is_dir}
-        for name, state in self._snapshot.sources.items():
-            if name not in folders:
-                continue
-            folder = fs.join(self._root, name)
-            listed = {part.name for part in state.parts}
-            for entry in fs.list_dir(folder):
-                stray = entry.name.startswith(_TMP_PREFIX) or (
-                    entry.name.startswith(_PART_PREFIX) and entry.name not in listed
-                )
-                if stray and entry.is_dir:
-                    fs.delete_tree(fs.join(folder, entry.name))

@@ -19,6 +19,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from .spark_deadline import READ_SETTING, SparkTimeouts, deadline, stall_for_tests
 from .store_fs import StoreFS
 from .store_layout import (
     _LISTING_THRESHOLD,
@@ -104,6 +105,7 @@ class StoreReads:
     _pins: dict[Pin, None]
     _learned: dict[str, tuple[str, ...]]
     _configured: SparkSession | None
+    _timeouts: SparkTimeouts
     _fetch_base: SparkSession | None = None  # the session `_fetch_spark` was made from
     _fetch_spark: SparkSession | None = None
 
@@ -146,7 +148,8 @@ class StoreReads:
                 return snapshot.version, []
             # Arrow batches, not Row objects: a hot key's answer (a few hundred thousand
             # operations) crosses from the JVM in a fraction of the time `collect` takes.
-            return snapshot.version, latest_of_table(frame.toArrow(), snapshot.sources[source].schema)
+            table = self._collect(frame, source)
+            return snapshot.version, latest_of_table(table, snapshot.sources[source].schema)
         finally:
             if at is None:
                 self.unpin(pin)
@@ -177,13 +180,18 @@ class StoreReads:
         frame = self._frame(snapshot, source, tuple(columns), keys, filters or {}, stamps=not bare)
         if frame is None:
             return snapshot.version, []
-        table = frame.toArrow()
+        table = self._collect(frame, source)
         if bare:
             return snapshot.version, table.rename_columns([f"c{i}" for i in range(len(schema))])
         present = latest_columns(table, schema, dedupe=False)
         if present is None:
             return snapshot.version, latest_of_table(table, schema)
         return snapshot.version, present
+
+    def _collect(self, frame: DataFrame, source: str) -> pa.Table:
+        """The fetch's Spark job, under the read deadline."""
+        with deadline(frame.sparkSession, self._timeouts.read, f"the fetch from {source!r}", READ_SETTING):
+            return frame.toArrow()
 
     def fetch_frame(
         self,
@@ -298,7 +306,7 @@ class StoreReads:
                 Column.__and__, (df[c] == key_df[k] for k, c in zip(names, columns, strict=True))
             )
             df = df.join(F.broadcast(key_df), on=condition_col, how="left_semi")
-        return df
+        return stall_for_tests(df, "fetch")
 
     def _paths(self, source: str, part: _Part, buckets: Collection[int] | None = None) -> list[str]:
         folder = self._fs.join(self._root, source, part.name)

@@ -245,10 +245,14 @@ class LocalFS(StoreFS):
 
     def write_manifest(self, doc: dict[str, Any]) -> None:
         tmp = Path(self.root) / f"{TMP_PREFIX}{uuid.uuid4().hex}-{MANIFEST}"
-        with open(tmp, "wb") as f:
-            f.write(_encode(doc))
-            f.flush()
-            os.fsync(f.fileno())
+        try:
+            with open(tmp, "wb") as f:
+                f.write(_encode(doc))
+                f.flush()
+                os.fsync(f.fileno())
+        except BaseException:
+            tmp.unlink(missing_ok=True)  # on a full disk, the room a retry needs
+            raise
         os.replace(tmp, Path(self.root) / MANIFEST)
         fsync_path(Path(self.root))
 

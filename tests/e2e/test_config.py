@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pomoview.server.cli import SERVE_ENV, build_parser, main, resolve_serve_config
+from pomoview.server.cli import SERVE_ENV, UsageError, build_parser, main, resolve_serve_config, spark_timeout
 
 from .server_process import VOTES, ServerProcess, wait_for_flush
 from .votes_model import VotesModel
@@ -25,6 +25,8 @@ def test_a_flag_wins_over_the_environment_which_wins_over_the_default() -> None:
         "spark_master": ("local[3]", "flag"),
         "metrics_port": ("", "default"),  # "": no metrics endpoint
         "memory_budget": ("", "default"),  # "": resolved to a share of the machine at start
+        "spark_timeout": ("300", "default"),
+        "spark_write_timeout": ("3600", "default"),
         "tls_cert": ("", "default"),
         "tls_key": ("", "default"),
         "tls_client_ca": ("", "default"),
@@ -38,6 +40,23 @@ def test_a_flag_wins_over_the_environment_which_wins_over_the_default() -> None:
         "64M",
         "env POMOVIEW_MEMORY_BUDGET",
     )
+
+
+def test_spark_timeouts_are_seconds_and_zero_is_none() -> None:
+    parser = build_parser()
+
+    def resolved(argv: list[str], env: dict[str, str]) -> tuple[float | None, float | None]:
+        config = resolve_serve_config(parser.parse_args(["serve", *argv]), env)
+        return spark_timeout(config, "spark_timeout"), spark_timeout(config, "spark_write_timeout")
+
+    assert resolved([], {}) == (300.0, 3600.0)
+    assert resolved(["--spark-timeout", "2.5"], {"POMOVIEW_SPARK_TIMEOUT": "9"}) == (2.5, 3600.0)
+    assert resolved([], {"POMOVIEW_SPARK_WRITE_TIMEOUT": "0"}) == (300.0, None)
+    for bad in ("-1", "soon", "inf", "nan"):
+        with pytest.raises(UsageError, match="--spark-timeout: expected seconds"):
+            resolved(["--spark-timeout", bad], {})
+    with pytest.raises(UsageError, match="env POMOVIEW_SPARK_WRITE_TIMEOUT: expected seconds.*'x'"):
+        resolved([], {"POMOVIEW_SPARK_WRITE_TIMEOUT": "x"})
 
 
 def test_serve_help_documents_each_setting_with_its_variable(
