@@ -437,6 +437,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ROWS",
         help="changed rows a subscription may hold unsent; a subscriber that falls further "
         "behind is ended with RESOURCE_EXHAUSTED (default 10000)",
+    )
+    p.add_argument(
         "--spark-timeout",
         default=None,
         metavar="SECONDS",

@@ -39,10 +39,10 @@ from .memory_budget import MemoryBudget, process_rss
 from .metrics import Metrics
 from .overlay import LogTail
 from .source_store import SchemaMismatch, SourceStore
+from .spark_deadline import WRITE_SETTING, SparkTimeouts, deadline
 from .subscriptions import DEFAULT_BUFFER_ROWS, Subscriptions
 from .time_path import TimePath
 from .time_state import uses_time
-from .spark_deadline import WRITE_SETTING, SparkTimeouts, deadline
 from .types import LoggedBatch, SourceSchema
 from .upquery_jobs import UpqueryJobs
 from .wal import WriteAheadLog
