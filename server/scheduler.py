@@ -32,6 +32,7 @@ from pomoview.planner.errors import Diagnostic, ProgramError
 from . import bulk_load
 from .counters import Counters, ReaderInfo, Stats
 from .errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable, Unimplemented
+from .fileio import OS_FILES
 from .flusher import Flusher
 from .fsync import fsync_path
 from .lookup_rounds import LookupRounds
@@ -96,7 +97,7 @@ class Scheduler(WritePath, LookupRounds, Flusher):
         # Every state full (no partial state): the comparison run of bench/partial_memory.py.
         self.full_state = full_state
         self.data_dir = Path(data_dir)
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        OS_FILES.makedirs_durably(self.data_dir)  # acknowledged writes will live in it
         self.flush_interval = flush_interval
         self._spark = spark
         # A path, or a URI for the store's Hadoop client (which `Path` would mangle).

@@ -124,11 +124,13 @@ class SourceStore(StoreReads):
         *,
         buckets: int = DEFAULT_BUCKETS,
         rows_per_bucket: int = DEFAULT_ROWS_PER_BUCKET,
+        fs: StoreFS | None = None,
     ) -> None:
         if buckets < 1 or rows_per_bucket < 1:
             raise ValueError("buckets and rows_per_bucket must be at least 1")
         try:
-            self._fs: StoreFS = open_store_fs(location, spark)
+            # `fs` (its root is `location`) lets tests put a power-cut simulating layer in.
+            self._fs: StoreFS = open_store_fs(location, spark) if fs is None else fs
         except ValueError as err:
             raise StoreLocationError(str(err)) from None
         self._root = self._fs.root
