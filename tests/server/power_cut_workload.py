@@ -2,9 +2,10 @@
 
 The sequence: concurrent writers append batches to a real `WriteAheadLog` (epochs assigned
 and submitted under one lock, as `WritePath.write` does; a writer's acknowledgement is marked
-in the trace when its `Commit.wait` returns), while the main thread flushes twice and compacts
-once, in `Flusher.flush`'s order: rotate the log, write the parts and publish the manifest,
-then delete the log segments the manifest now covers. Everything goes through one `CrashFS`.
+in the trace when its `Commit.wait` returns), while the main thread flushes twice (or once)
+and compacts once, writes going on meanwhile. A flush runs in `Flusher.flush`'s order: rotate
+the log, write the parts and publish the manifest, then delete the log segments the manifest
+now covers. Everything goes through one `CrashFS`.
 
 The store is either the real `SourceStore` (Spark writes the Parquet) or `ArrowStore`, which
 needs no Spark: it runs `SourceStore`'s publication protocol through the real `LocalFS`
@@ -175,7 +176,7 @@ class ArrowStore(Store):
 
     def compact(self) -> bool:
         old = list(self.parts)
-        if len(old) < 2:
+        if not old or (len(old) == 1 and old[0][1]["compacted"]):
             return False
         rows = [
             tuple(r.values())
@@ -211,8 +212,11 @@ def run_sequence(
     *,
     writers: int = 3,
     per_writer: int = 6,
+    flushes: int = 2,
 ) -> Run:
+    """`flushes` is 2, or 1 to save a Spark job: the compaction then rewrites one flushed part."""
     assert per_writer >= 3, "three phases"
+    assert flushes in (1, 2)
     """The sequence of the module docstring, in `data` (under `fs.root`)."""
     store = make_store(data / "store", fs)
     wal = WriteAheadLog(data / "wal", files=fs)
@@ -266,7 +270,10 @@ def run_sequence(
         for _ in range(writers * sum(1 for i in range(per_writer) if i * 3 // per_writer == n)):
             assert acked.acquire(timeout=60), "a writer is stuck"
         assert not errors, errors
-        flush(phase)
+        if n < flushes:
+            flush(phase)
+        else:
+            phase.set()
     run.compactions += store.compact()
     for t in threads:
         t.join()
