@@ -76,7 +76,7 @@ class RealStore(Store):
     """The real `SourceStore`, through the layer; Spark writes its Parquet files."""
 
     def __init__(self, root: Path, files: FileIO, spark: Callable[[], Any]) -> None:
-        self.store = SourceStore(str(root), spark, fs=LocalFS(root, files))
+        self.store = SourceStore(LocalFS(root, files), spark)
         self.store.ensure_source(SOURCE, SCHEMA)
 
     @property  # type: ignore[override]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import random
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +39,7 @@ class Sweep:
     states: int
     run: Run
     failures: list[str] = field(default_factory=list)
+    by_variant: Counter[str] = field(default_factory=Counter)  # distinct states per variant
 
 
 def sweep(
@@ -75,6 +77,7 @@ def _restarts(
     result = Sweep(cut_points=len(cut_points(fs.trace)), states=0, run=run)
     for state in cut_states(fs.trace, choices()):
         result.states += 1
+        result.by_variant[state.variant] += 1
         materialize(state.tree, restart)
         acked = {note[1] for note in state.notes if note[0] == "ack"}
         problem = check_restart(restart / "data", acked, run)
@@ -96,10 +99,14 @@ def test_every_cut_point_of_the_log_and_the_manifest_recovers(tmp_path: Path) ->
     started = time.perf_counter()
     result = sweep(tmp_path, arrow_store)
     print(
-        f"\ncut points tried: {result.cut_points}, states restarted from: {result.states}, "
-        f"batches: {len(result.run.submitted)}, {time.perf_counter() - started:.1f} s"
+        f"\ncut points tried: {result.cut_points}, states restarted from: {result.states} "
+        f"{dict(result.by_variant)}, batches: {len(result.run.submitted)}, "
+        f"{time.perf_counter() - started:.1f} s"
     )
     assert result.cut_points > 50  # the sequence did reach the disk through the layer
+    # Writes torn at both sector sizes were among the states (each counted where it differs
+    # from every state before it).
+    assert all(result.by_variant[f"torn {how} {s}"] for how in ("first", "last") for s in (512, 4096))
     assert not result.failures, "\n".join(result.failures[:10])
 
 
