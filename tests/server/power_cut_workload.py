@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import io
 import threading
+import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -70,24 +71,6 @@ class Store:
 
     def compact(self) -> bool:
         raise NotImplementedError
-
-
-class RealStore(Store):
-    """The real `SourceStore`, through the layer; Spark writes its Parquet files."""
-
-    def __init__(self, root: Path, files: FileIO, spark: Callable[[], Any]) -> None:
-        self.store = SourceStore(LocalFS(root, files), spark)
-        self.store.ensure_source(SOURCE, SCHEMA)
-
-    @property  # type: ignore[override]
-    def version(self) -> int:
-        return self.store.version
-
-    def flush(self, batches: Sequence[LoggedBatch]) -> int:
-        return self.store.flush(batches)
-
-    def compact(self) -> bool:
-        return self.store.compact(SOURCE)
 
 
 def _part_layout(
@@ -196,13 +179,65 @@ class ArrowStore(Store):
         return True
 
 
+# A batch is named by its writer and its index: (w, i).
+Key = tuple[int, int]
+
+
 @dataclass
 class Run:
-    """What a run of the sequence did: every batch submitted, by epoch."""
+    """What a run of the sequence did: every batch submitted, by key."""
 
-    submitted: dict[int, frozenset[Tuple_]] = field(default_factory=dict)
+    submitted: dict[Key, frozenset[Tuple_]] = field(default_factory=dict)
     flushes: int = 0
     compactions: int = 0
+
+
+class _Phases:
+    """Writers pause after each third of their batches until the main thread lets the next
+    third start (right before a flush or a compaction, so that writes overlap it)."""
+
+    def __init__(self, writers: int, per_writer: int) -> None:
+        assert per_writer >= 3, "three phases"
+        self.writers, self.per_writer = writers, per_writer
+        self.events = [threading.Event(), threading.Event()]
+        self.acked = threading.Semaphore(0)
+        self.errors: list[BaseException] = []
+
+    def phase(self, i: int) -> int:
+        return i * 3 // self.per_writer
+
+    def before(self, i: int) -> None:
+        if self.phase(i) > 0:
+            self.events[self.phase(i) - 1].wait(timeout=120)
+
+    def wait_acks(self, n: int) -> None:
+        """Every batch of phase n is acknowledged."""
+        for _ in range(self.writers * sum(1 for i in range(self.per_writer) if self.phase(i) == n)):
+            assert self.acked.acquire(timeout=120), "a writer is stuck"
+        assert not self.errors, self.errors
+
+    def run(self, write: Callable[[int, int], None], main: Callable[[], None]) -> None:
+        def writer(w: int) -> None:
+            try:
+                for i in range(self.per_writer):
+                    self.before(i)
+                    write(w, i)
+                    self.acked.release()
+            except BaseException as err:  # reported by the main thread
+                self.errors.append(err)
+                self.acked.release()
+
+        threads = [threading.Thread(target=writer, args=(w,)) for w in range(self.writers)]
+        for t in threads:
+            t.start()
+        try:
+            main()
+        finally:
+            for event in self.events:
+                event.set()
+            for t in threads:
+                t.join()
+        assert not self.errors, self.errors
 
 
 def run_sequence(
@@ -214,71 +249,97 @@ def run_sequence(
     per_writer: int = 6,
     flushes: int = 2,
 ) -> Run:
-    """`flushes` is 2, or 1 to save a Spark job: the compaction then rewrites one flushed part."""
-    assert per_writer >= 3, "three phases"
+    """The sequence of the module docstring, in `data` (under `fs.root`), on a log and a
+    store of its own. `flushes` is 2, or 1: the compaction then rewrites one flushed part."""
     assert flushes in (1, 2)
-    """The sequence of the module docstring, in `data` (under `fs.root`)."""
     store = make_store(data / "store", fs)
     wal = WriteAheadLog(data / "wal", files=fs)
     wal.recover({SOURCE: SCHEMA})
     run = Run()
     lock = threading.Lock()
     durable: list[LoggedBatch] = []  # in log order, as the scheduler's tail
-    acked = threading.Semaphore(0)
     last_epoch = [0]
-    errors: list[BaseException] = []
+    phases = _Phases(writers, per_writer)
 
-    # Writers pause after each third of their batches until the next flush has chosen what
-    # it flushes, then write on while it runs: each flush has batches, and writes overlap it.
-    phases = [threading.Event(), threading.Event()]
-
-    def writer(w: int) -> None:
-        try:
-            for i in range(per_writer):
-                if i * 3 // per_writer > 0:
-                    phases[i * 3 // per_writer - 1].wait(timeout=60)
-                rows = batch_rows(w, i)
-                with lock:
-                    last_epoch[0] += 1
-                    epoch = last_epoch[0]
-                    run.submitted[epoch] = frozenset(rows)
-                    commit = wal.submit(
-                        LoggedBatch(epoch, {SOURCE: SourceChange(rows, ())}), durable.append
-                    )
-                commit.wait()
-                fs.note(("ack", epoch))
-                acked.release()
-        except BaseException as err:  # reported by the main thread
-            errors.append(err)
-            acked.release()
+    def write(w: int, i: int) -> None:
+        rows = batch_rows(w, i)
+        with lock:
+            last_epoch[0] += 1
+            run.submitted[(w, i)] = frozenset(rows)
+            commit = wal.submit(LoggedBatch(last_epoch[0], {SOURCE: SourceChange(rows, ())}), durable.append)
+        commit.wait()
+        fs.note(("ack", (w, i)))
 
     def flush(phase: threading.Event) -> None:
         wal.rotate()
         with lock:
             todo = [b for b in durable if b.epoch > store.version]
-        phase.set()
+        phase.set()  # chosen what to flush: the next writes go on meanwhile
         if todo:
             version = store.flush(todo)
             wal.truncate_through(version)
             run.flushes += 1
 
-    threads = [threading.Thread(target=writer, args=(w,)) for w in range(writers)]
-    for t in threads:
-        t.start()
-    for n, phase in enumerate(phases):
-        # Once every batch of phase n is acknowledged, flush and let phase n + 1 start.
-        for _ in range(writers * sum(1 for i in range(per_writer) if i * 3 // per_writer == n)):
-            assert acked.acquire(timeout=60), "a writer is stuck"
-        assert not errors, errors
-        if n < flushes:
-            flush(phase)
-        else:
-            phase.set()
-    run.compactions += store.compact()
-    for t in threads:
-        t.join()
+    def main() -> None:
+        for n, phase in enumerate(phases.events):
+            phases.wait_acks(n)
+            if n < flushes:
+                flush(phase)
+            else:
+                phase.set()
+        run.compactions += store.compact()
+
+    phases.run(write, main)
     wal.close()
-    assert not errors, errors
+    return run
+
+
+PROGRAM = f"""
+source {SOURCE}(w: int, i: int, j: int, pad: string).
+view by_writer(w).
+by_writer(w: W, i: I) :- {SOURCE}(w: W, i: I).
+"""
+
+
+def run_scheduler_sequence(
+    fs: CrashFS, data: Path, spark: Any, *, writers: int = 3, per_writer: int = 6
+) -> Run:
+    """The sequence on the real `Scheduler` (its write path, flusher and store, Spark writing
+    the Parquet): one flush while writes go on, then a compaction while writes go on."""
+    from pomoview.server.scheduler import Scheduler
+
+    s = Scheduler(data, lambda: spark, flush_interval=3600, files=fs)
+    s.compact_min_parts = 1  # compact the one flushed part
+    s.start()
+    run = Run()
+    try:
+        s.install(PROGRAM)
+        phases = _Phases(writers, per_writer)
+
+        def write(w: int, i: int) -> None:
+            rows = batch_rows(w, i)
+            run.submitted[(w, i)] = frozenset(rows)
+            typed = [
+                {a: (t, v) for (a, t), v in zip(SCHEMA, row, strict=True)} for row in rows
+            ]
+            s.write([(SOURCE, typed, [])])
+            fs.note(("ack", (w, i)))
+
+        def main() -> None:
+            phases.wait_acks(0)
+            deadline = time.monotonic() + 120
+            while s.applied_epoch < s.durable_epoch and time.monotonic() < deadline:
+                time.sleep(0.01)  # the flusher flushes what the dataflow applied
+            phases.events[0].set()
+            if s.flush() > 0:
+                run.flushes += 1
+            phases.wait_acks(1)
+            phases.events[1].set()
+            run.compactions += len(s.compact())
+
+        phases.run(write, main)
+    finally:
+        s.stop()
     return run
 
 
@@ -286,7 +347,7 @@ def _no_spark() -> Any:
     raise AssertionError("opening a local store needs no Spark")
 
 
-def check_restart(data: Path, acked: set[int], run: Run) -> str | None:
+def check_restart(data: Path, acked: set[Key], run: Run) -> str | None:
     """What is wrong with the state in `data` after a cut (module docstring), or None."""
     try:
         store = SourceStore(str(data / "store"), _no_spark)
@@ -311,15 +372,23 @@ def check_restart(data: Path, acked: set[int], run: Run) -> str | None:
                 visible[row["_epoch"]].add((row["w"], row["i"], row["j"], row["pad"]))
     for b in batches:
         if b.epoch > version:
-            visible[b.epoch].update(b.changes[SOURCE].inserts)
-    lost = sorted(acked - set(visible))
+            visible[b.epoch].update(b.changes.get(SOURCE, SourceChange((), ())).inserts)
+    seen: dict[Key, int] = {}
+    for epoch, rows in sorted(visible.items()):
+        keys = {(int(r[0]), int(r[1])) for r in rows}
+        if len(keys) != 1:
+            return f"epoch {epoch} mixes the rows of batches {sorted(keys)}"
+        (key,) = keys
+        expected = run.submitted.get(key)
+        if expected is None:
+            return f"batch {key} is visible (epoch {epoch}) but was never submitted"
+        if rows != expected:
+            return f"batch {key} is visible (epoch {epoch}) with {len(rows)} of its {len(expected)} rows"
+        if key in seen:
+            return f"batch {key} is visible twice, at epochs {seen[key]} and {epoch}"
+        seen[key] = epoch
+    lost = sorted(acked - set(seen))
     if lost:
         logged = [b.epoch for b in batches]
-        return f"acknowledged epochs {lost} are lost (store version {version}, log {logged})"
-    for epoch, rows in sorted(visible.items()):
-        expected = run.submitted.get(epoch)
-        if expected is None:
-            return f"epoch {epoch} is visible but was never submitted"
-        if rows != expected:
-            return f"epoch {epoch} is visible with {len(rows)} of its {len(expected)} rows"
+        return f"acknowledged batches {lost} are lost (store version {version}, log epochs {logged})"
     return None

@@ -27,10 +27,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
-from pomoview.server.fileio import FileIO
-
 from .crash_fs import VARIANTS, Choice, CrashFS, Op, RandomChoice, cut_points, cut_states, materialize
-from .power_cut_workload import ArrowStore, RealStore, Run, Store, check_restart, run_sequence
+from .power_cut_workload import ArrowStore, Run, check_restart, run_scheduler_sequence, run_sequence
 
 
 @dataclass
@@ -42,17 +40,28 @@ class Sweep:
     by_variant: Counter[str] = field(default_factory=Counter)  # distinct states per variant
 
 
+Workload = Callable[[CrashFS, Path], Run]
+
+
+def arrow_sequence(writers: int = 3, per_writer: int = 6, flushes: int = 2) -> Workload:
+    """The sequence on a log and an `ArrowStore` of its own: no Spark."""
+
+    def run(fs: CrashFS, data: Path) -> Run:
+        done = run_sequence(fs, data, ArrowStore, writers=writers, per_writer=per_writer, flushes=flushes)
+        assert done.flushes == flushes, done
+        return done
+
+    return run
+
+
 def sweep(
     where: Path,
-    make_store: Callable[[Path, FileIO], Store],
+    sequence: Workload,
     *,
     choices: Callable[[], list[Choice]] = lambda: list(VARIANTS),
     lie: Lie | None = None,
     stop_at_first: bool = False,
-    writers: int = 3,
-    per_writer: int = 6,
     fsync_delay: float = 0.001,
-    flushes: int = 2,
 ) -> Sweep:
     """Run the sequence once on a `CrashFS`, then restart from every state of every cut point.
 
@@ -60,10 +69,8 @@ def sweep(
     """
     with tempfile.TemporaryDirectory(dir=_FAST if _FAST.is_dir() else where) as scratch:
         fs = CrashFS(Path(scratch) / "disk", fsync_delay=fsync_delay, lie=lie)
-        run = run_sequence(
-            fs, Path(fs.root) / "data", make_store, writers=writers, per_writer=per_writer, flushes=flushes
-        )
-        assert run.flushes == flushes and run.compactions == 1, run
+        run = sequence(fs, Path(fs.root) / "data")
+        assert run.flushes >= 1 and run.compactions == 1, run
         return _restarts(fs, run, Path(scratch) / "restart", choices, stop_at_first)
 
 
@@ -91,13 +98,9 @@ def _restarts(
     return result
 
 
-def arrow_store(root: Path, files: FileIO) -> Store:
-    return ArrowStore(root, files)
-
-
 def test_every_cut_point_of_the_log_and_the_manifest_recovers(tmp_path: Path) -> None:
     started = time.perf_counter()
-    result = sweep(tmp_path, arrow_store)
+    result = sweep(tmp_path, arrow_sequence())
     print(
         f"\ncut points tried: {result.cut_points}, states restarted from: {result.states} "
         f"{dict(result.by_variant)}, batches: {len(result.run.submitted)}, "
@@ -137,7 +140,7 @@ BREAKS: dict[str, Lie] = {
 
 @pytest.mark.parametrize("broken", sorted(BREAKS))
 def test_a_missing_fsync_is_caught(tmp_path: Path, broken: str) -> None:
-    result = sweep(tmp_path, arrow_store, lie=BREAKS[broken], stop_at_first=True)
+    result = sweep(tmp_path, arrow_sequence(), lie=BREAKS[broken], stop_at_first=True)
     assert result.failures, f"leaving out the {broken} went unnoticed in {result.states} states"
     print(f"\n{broken} left out, caught after {result.states} states: {result.failures[0]}")
 
@@ -164,12 +167,9 @@ def test_random_cuts_of_random_sequences_recover(
     rng = random.Random(seed)
     result = sweep(
         tmp_path_factory.mktemp("random"),
-        arrow_store,
+        arrow_sequence(writers, per_writer, flushes),
         choices=lambda: [*VARIANTS, *(RandomChoice(rng) for _ in range(20))],
-        writers=writers,
-        per_writer=per_writer,
         fsync_delay=fsync_ms / 1000,
-        flushes=flushes,
     )
     print(
         f"\nseed {seed}, {writers} writers x {per_writer} batches, fsync {fsync_ms} ms, "
@@ -179,20 +179,21 @@ def test_random_cuts_of_random_sequences_recover(
     assert not result.failures, "\n".join(result.failures[:10])
 
 
-def spark_store(spark: SparkSession) -> Callable[[Path, FileIO], Store]:
-    def make(root: Path, files: FileIO) -> Store:
-        return RealStore(root, files, lambda: spark)
+def scheduler_sequence(spark: SparkSession, writers: int = 3, per_writer: int = 6) -> Workload:
+    def run(fs: CrashFS, data: Path) -> Run:
+        return run_scheduler_sequence(fs, data, spark, writers=writers, per_writer=per_writer)
 
-    return make
+    return run
 
 
-def test_every_cut_point_with_spark_flushes_and_a_compaction(tmp_path: Path, spark: SparkSession) -> None:
-    """The real `SourceStore`: Spark writes the Parquet files (outside the layer; they enter
-    the model when the store lists them), the store flattens, syncs, renames and publishes
-    them through it. Every cut point, under the durable-only, as-seen and names-without-data
-    states (the torn ones too in the slow sweep). One flush, to spend one Spark job less."""
+def test_every_cut_point_of_the_scheduler_with_spark(tmp_path: Path, spark: SparkSession) -> None:
+    """The real `Scheduler` on the layer: its write path, its flusher (one flush, then a
+    compaction, writes going on during each) and the real `SourceStore`, Spark writing the
+    Parquet files (outside the layer; they enter the model when the store lists them). Every
+    cut point, under the durable-only, as-seen and names-without-data states (the torn ones
+    too in the slow sweep)."""
     started = time.perf_counter()
-    result = sweep(tmp_path, spark_store(spark), choices=lambda: list(VARIANTS[:3]), flushes=1)
+    result = sweep(tmp_path, scheduler_sequence(spark), choices=lambda: list(VARIANTS[:3]))
     print(
         f"\ncut points tried: {result.cut_points}, states restarted from: {result.states}, "
         f"batches: {len(result.run.submitted)}, {time.perf_counter() - started:.1f} s"
@@ -206,10 +207,8 @@ def test_random_cuts_with_spark_recover(tmp_path: Path, spark: SparkSession) -> 
     rng = random.Random(13)
     result = sweep(
         tmp_path,
-        spark_store(spark),
+        scheduler_sequence(spark, writers=4, per_writer=8),
         choices=lambda: [*VARIANTS, *(RandomChoice(rng) for _ in range(10))],
-        writers=4,
-        per_writer=8,
     )
     print(f"\ncut points tried: {result.cut_points}, states: {result.states}")
     assert not result.failures, "\n".join(result.failures[:10])
