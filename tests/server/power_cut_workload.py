@@ -1,28 +1,29 @@
-"""A write sequence for the power-cut tests, and the oracle that checks a restart after a cut.
+"""Write sequences for the power-cut tests, and the oracle that checks a restart after a cut.
 
-The sequence: concurrent writers append batches to a real `WriteAheadLog` (epochs assigned
-and submitted under one lock, as `WritePath.write` does; a writer's acknowledgement is marked
-in the trace when its `Commit.wait` returns), while the main thread flushes twice (or once)
-and compacts once, writes going on meanwhile. A flush runs in `Flusher.flush`'s order: rotate
-the log, write the parts and publish the manifest, then delete the log segments the manifest
-now covers. Everything goes through one `CrashFS`.
+Two sequences, everything through one `CrashFS`; concurrent writers each write batches
+(w, i), 1 to 5 rows or 30 (a record of several 4 KiB sectors), pausing after each third until
+the main thread starts the next flush or compaction, so that writes go on during each. A
+writer's acknowledgement is marked in the trace when its write returns.
 
-The store is either the real `SourceStore` (Spark writes the Parquet) or `ArrowStore`, which
-needs no Spark: it runs `SourceStore`'s publication protocol through the real `LocalFS`
-(temporary folder, `sync_tree`, rename into place, fsync of the source's folder and of the
-root, `write_manifest`, and after a compaction `delete_tree` of the replaced parts), writing
-the Parquet file with pyarrow where Spark would, never fsynced, as Spark's local file system
-never fsyncs. Its manifests are `SourceStore`'s format, so a restart opens them with the
-real `SourceStore`.
+- `run_scheduler_sequence`: the real `Scheduler` (`files=` the layer): its write path
+  (`Scheduler.write`), its flusher (`flush`, then `compact`) and the real `SourceStore`, Spark
+  writing the Parquet. One flush, then a compaction of the part it wrote.
+- `run_sequence`, no Spark: the real `WriteAheadLog` with epochs assigned and submitted under
+  one lock (as `WritePath.write`), two flushes (or one) in `Flusher.flush`'s order (rotate
+  the log, write the parts and publish the manifest, delete the log segments the manifest
+  covers) and a compaction, on an `ArrowStore`: `SourceStore`'s publication protocol through
+  the real `LocalFS` (temporary folder, `sync_tree`, rename into place, fsync of the source's
+  folder and of the root, `write_manifest`, after a compaction `delete_tree` of the replaced
+  parts), the Parquet written by pyarrow where Spark would write it, never fsynced, as
+  Spark's local file system never fsyncs. Its manifests are `SourceStore`'s format.
 
 The oracle (`check_restart`): reopen the real `SourceStore` and `WriteAheadLog.recover` on
 the state a cut left, as `Scheduler._recover` does; what is visible is the store's rows (read
 from the Parquet files its manifest lists, with pyarrow) and the logged batches after the
-store's version. Every batch acknowledged before the cut must be visible whole, and every
-visible batch must be one that was submitted, whole: no lost acknowledged write, no half
-batch, nothing invented.
+store's version. Every batch acknowledged before the cut must be visible, whole; every
+visible epoch must hold exactly one submitted batch, whole, and no batch may show twice: no
+lost acknowledged write, no half batch, nothing invented.
 """
-
 from __future__ import annotations
 
 import io

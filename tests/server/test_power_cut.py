@@ -1,5 +1,5 @@
 """Power cuts, not just SIGKILL: restart after every cut point of a write sequence (concurrent
-writers, two flushes, a compaction) and find every acknowledged batch, and no half batch.
+writers, flushes, a compaction) and find every acknowledged batch, and no half batch.
 
 SIGKILL keeps the page cache, so it cannot catch a missing fsync. These tests run the real
 `WriteAheadLog` and `LocalFS` on `CrashFS` (crash_fs.py: its module docstring is the model of
@@ -9,7 +9,7 @@ may leave into a folder, and recover the real log and store from it
 
 Without Spark: the log and the manifest protocol (`ArrowStore`), every cut point under every
 `VARIANTS` state, and a proof per fsync that leaving it out is caught. With Spark: the real
-`SourceStore` flushing and compacting. The randomized sweeps are marked slow.
+`Scheduler` writing, flushing and compacting. The randomized sweeps are marked slow.
 """
 
 from __future__ import annotations
