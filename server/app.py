@@ -18,6 +18,7 @@ from grpc_reflection.v1alpha import reflection
 from pomoview.proto.pomoview.v1 import view_service_pb2 as pb
 
 from .errors import ServiceError
+from .fileio import OS_FILES
 from .fsync import fsync_path
 from .memory_budget import format_bytes
 from .metrics import Metrics
@@ -91,7 +92,7 @@ def check_store_marker(data_dir: Path, store: Path | str) -> None:
             f"into {marker}"
         )
     if not marker.exists():
-        data_dir.mkdir(parents=True, exist_ok=True)
+        OS_FILES.makedirs_durably(data_dir)  # acknowledged writes will live in it
         tmp = marker.with_suffix(".tmp")
         with open(tmp, "w", encoding="utf-8") as f:
             if isinstance(store, Path):

@@ -32,6 +32,7 @@ from pomoview.planner.errors import ProgramError
 from . import bulk_load
 from .counters import Counters, ReaderInfo, Stats
 from .errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable, Unimplemented
+from .fileio import OS_FILES, FileIO
 from .flusher import Flusher
 from .fsync import fsync_path
 from .lookup_rounds import LookupRounds
@@ -40,6 +41,7 @@ from .metrics import Metrics
 from .overlay import LogTail
 from .source_store import SchemaMismatch, SourceStore
 from .spark_deadline import WRITE_SETTING, SparkTimeouts, deadline
+from .store_fs import LocalFS
 from .subscriptions import DEFAULT_BUFFER_ROWS, Subscriptions
 from .time_path import TimePath
 from .time_state import uses_time
@@ -80,20 +82,23 @@ class Scheduler(WritePath, LookupRounds, Flusher, TimePath):
         metrics: Metrics | None = None,
         subscription_buffer: int = DEFAULT_BUFFER_ROWS,
         spark_timeouts: SparkTimeouts | None = None,
+        files: FileIO = OS_FILES,
     ) -> None:
         # Partial state is evicted when the process's memory grows past this (None: never).
         self.memory = None if memory_budget is None else MemoryBudget(memory_budget)
         # Every state full (no partial state): the comparison run of bench/partial_memory.py.
         self.full_state = full_state
         self.data_dir = Path(data_dir)
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        files.makedirs_durably(self.data_dir)  # acknowledged writes will live in it
         self.flush_interval = flush_interval
         self._spark = spark
         # A path, or a URI for the store's Hadoop client (which `Path` would mangle).
         store_root = str(self.data_dir / "store" if store_dir is None else store_dir)
         # The deadlines of the store's Spark jobs: fetches, flushes, compactions, loads.
         self.spark_timeouts = SparkTimeouts() if spark_timeouts is None else spark_timeouts
-        self.store = SourceStore(store_root, spark, timeouts=self.spark_timeouts)  # type: ignore[arg-type]
+        # `files` (tests: a power-cut layer) carries the log and a local store's operations.
+        location = store_root if files is OS_FILES else LocalFS(store_root, files)
+        self.store = SourceStore(location, spark, timeouts=self.spark_timeouts)  # type: ignore[arg-type]
         # A registry of this scheduler's own (not the process's global one): tests run several
         # schedulers in one process. `serve` passes one it already exposes.
         self.metrics = Metrics() if metrics is None else metrics
@@ -101,7 +106,9 @@ class Scheduler(WritePath, LookupRounds, Flusher, TimePath):
             subscription_buffer, on_overflow=self.metrics.subscription_overflows.inc
         )
         self.metrics.subscriptions.set_function(lambda: len(self.subscriptions.open))
-        self.wal = WriteAheadLog(self.data_dir / "wal", on_fsync=self.metrics.wal_fsync_seconds.observe)
+        self.wal = WriteAheadLog(
+            self.data_dir / "wal", on_fsync=self.metrics.wal_fsync_seconds.observe, files=files
+        )
         self.program: CompiledProgram | None = None
         # The program's one dataflow graph; a new one at every install (built lazily).
         self.graph: ProgramGraph | None = None

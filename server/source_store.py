@@ -110,7 +110,7 @@ class SourceStore(StoreCompaction):
     written through the Spark JVM's Hadoop client; `hadoop+URI` forces a URI through it (see
     `store_fs.open_store_fs`). A local store opens without Spark; a Hadoop one needs the
     session from the start. Opening raises `StoreLocationError` if the location cannot be
-    used.
+    used. A `StoreFS` given as `location` is used as it is (tests pass a power-cut layer).
 
     `buckets` is the most buckets a part of a source registered from now on may have;
     `rows_per_bucket` how many rows a part gets per bucket below that. `timeouts` are the
@@ -125,7 +125,7 @@ class SourceStore(StoreCompaction):
 
     def __init__(
         self,
-        location: str,
+        location: str | StoreFS,
         spark: Callable[[], SparkSession],
         *,
         buckets: int = DEFAULT_BUCKETS,
@@ -135,7 +135,7 @@ class SourceStore(StoreCompaction):
         if buckets < 1 or rows_per_bucket < 1:
             raise ValueError("buckets and rows_per_bucket must be at least 1")
         try:
-            self._fs: StoreFS = open_store_fs(location, spark)
+            self._fs = open_store_fs(location, spark) if isinstance(location, str) else location
         except ValueError as err:
             raise StoreLocationError(str(err)) from None
         self._root = self._fs.root

@@ -5,8 +5,9 @@ Spark reads and writes the Parquet files itself; everything else the store does 
 location goes through a `StoreFS`: the manifest, listing folders, moving the files Spark
 wrote into place, deleting trees, and making all of that durable where the file system can.
 
-- `LocalFS`: a local folder, with `os`/`shutil`. Files and folders are fsynced (Spark's local
-  file system never fsyncs), and the manifest is replaced with `os.replace`.
+- `LocalFS`: a local folder, through a `fileio.FileIO` (`os`/`shutil` in production, a
+  power-cut simulating layer in tests). Files and folders are fsynced (Spark's local file
+  system never fsyncs), and the manifest is replaced with an atomic rename.
 - `HadoopFS`: any URI the Spark JVM's Hadoop `FileSystem` knows (hdfs://, s3a://, abfs://,
   gs:// given the jars, file:), through py4j, with the session's Hadoop configuration.
 
@@ -66,11 +67,11 @@ is unlisted and deleted at the next open.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import re
-import shutil
 import threading
 import uuid
 from abc import ABC, abstractmethod
@@ -81,7 +82,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 from urllib.request import url2pathname
 
-from .fsync import fsync_path
+from .fileio import OS_FILES, FileIO
 
 log = logging.getLogger("pomoview.store")
 
@@ -178,10 +179,12 @@ class StoreFS(ABC):
 
 
 class LocalFS(StoreFS):
-    """A local folder: `os` and `shutil`, with fsyncs, and `os.replace` for the manifest."""
+    """A local folder: every operation through `files`, with fsyncs, and an atomic rename for
+    the manifest."""
 
-    def __init__(self, root: Path | str) -> None:
+    def __init__(self, root: Path | str, files: FileIO = OS_FILES) -> None:
         self.root = str(Path(root).absolute())
+        self._files = files
 
     def describe(self) -> str:
         return self.root
@@ -195,66 +198,72 @@ class LocalFS(StoreFS):
         return "file://" + path
 
     def exists(self, path: str) -> bool:
-        return os.path.exists(path)
+        return self._files.exists(path)
 
     def list_dir(self, path: str) -> list[Entry]:
-        with os.scandir(path) as entries:
-            return sorted((Entry(e.name, e.is_dir()) for e in entries), key=lambda e: e.name)
+        return [Entry(e.name, e.is_dir) for e in self._files.list_dir(path)]
 
     def makedirs(self, path: str) -> None:
-        os.makedirs(path, exist_ok=True)
+        # Durably: the store's root may be new, and a source's folder holds published parts.
+        self._files.makedirs_durably(path)
 
     def delete_tree(self, path: str) -> None:
-        if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path)
-        elif os.path.lexists(path):
-            os.unlink(path)
+        self._files.delete_tree(path)
 
     def delete_file(self, path: str) -> None:
-        os.unlink(path)
+        self._files.unlink(path)
 
     def rename(self, src: str, dst: str) -> None:
-        os.rename(src, dst)
+        self._files.rename(src, dst)
 
     def read_bytes(self, path: str) -> bytes:
-        return Path(path).read_bytes()
+        return self._files.read_bytes(path)
 
     def sync_tree(self, path: str) -> None:
         # Spark's local file system never fsyncs; the log is truncated behind what the
-        # manifest lists, so a part must be on disk before the manifest names it.
-        for dirpath, _dirnames, filenames in os.walk(path):
-            for name in filenames:
-                fsync_path(Path(dirpath) / name)
-            fsync_path(Path(dirpath))
+        # manifest lists, so a part must be on disk before the manifest names it. Files
+        # first, each folder after what it holds.
+        for entry in self._files.list_dir(path):
+            child = os.path.join(path, entry.name)
+            if entry.is_dir:
+                self.sync_tree(child)
+            else:
+                self._files.fsync_path(child)
+        self._files.fsync_path(path)
 
     def sync_dir(self, path: str) -> None:
-        fsync_path(Path(path))
+        self._files.fsync_path(path)
 
     def read_manifest(self) -> dict[str, Any] | None:
-        versioned = sorted(n for n in os.listdir(self.root) if _VERSIONED.fullmatch(n))
+        names = [e.name for e in self._files.list_dir(self.root)]
+        versioned = sorted(n for n in names if _VERSIONED.fullmatch(n))
         if versioned:
             raise StoreLocationError(
                 f"the store {self.root} was written through Hadoop's file system (it has "
                 f"{versioned[-1]}, not only {MANIFEST}): open it as {HADOOP_PREFIX}file://{self.root}"
             )
-        path = Path(self.root) / MANIFEST
-        if not path.exists():
+        if MANIFEST not in names:
             return None
-        doc: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        doc: dict[str, Any] = json.loads(
+            self._files.read_bytes(os.path.join(self.root, MANIFEST)).decode("utf-8")
+        )
         return doc
 
     def write_manifest(self, doc: dict[str, Any]) -> None:
-        tmp = Path(self.root) / f"{TMP_PREFIX}{uuid.uuid4().hex}-{MANIFEST}"
+        tmp = os.path.join(self.root, f"{TMP_PREFIX}{uuid.uuid4().hex}-{MANIFEST}")
+        f = self._files.create(tmp)
         try:
-            with open(tmp, "wb") as f:
+            try:
                 f.write(_encode(doc))
-                f.flush()
-                os.fsync(f.fileno())
+                f.fsync()
+            finally:
+                f.close()
         except BaseException:
-            tmp.unlink(missing_ok=True)  # on a full disk, the room a retry needs
+            with contextlib.suppress(OSError):
+                self._files.unlink(tmp)  # on a full disk, the room a retry needs
             raise
-        os.replace(tmp, Path(self.root) / MANIFEST)
-        fsync_path(Path(self.root))
+        self._files.rename(tmp, os.path.join(self.root, MANIFEST))
+        self._files.fsync_path(self.root)
 
 
 def _java_exception(err: BaseException) -> str | None:

@@ -25,10 +25,10 @@ anywhere else is corruption of acknowledged data and recovery refuses to guess
 from __future__ import annotations
 
 import base64
+import contextlib
 import errno
 import json
 import logging
-import os
 import re
 import struct
 import threading
@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .fsync import fsync_path
+from .fileio import OS_FILES, FileIO, LogFile
 from .types import LoggedBatch, SourceChange, SourceSchema, Tuple_, Value
 
 log = logging.getLogger("pomoview.wal")
@@ -208,22 +208,22 @@ class Commit:
         self._wal._wait(self._pending)
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
-
-
 class WriteAheadLog:
     """A segmented, checksummed, fsynced log of `LoggedBatch` records in one folder.
 
     Call `recover` once before appending. Every method is thread-safe. After recovery, appends
-    go to a fresh segment.
+    go to a fresh segment. Every file operation goes through `files` (tests pass a layer that
+    simulates power cuts).
     """
 
-    def __init__(self, directory: Path, on_fsync: Callable[[float], None] | None = None) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        on_fsync: Callable[[float], None] | None = None,
+        files: FileIO = OS_FILES,
+    ) -> None:
         self._dir = Path(directory)
+        self._files = files
         # Told the seconds each group commit's fsync took (metrics), without the log's lock.
         self._on_fsync = on_fsync
         # Guards everything below. The leader releases it while it writes and fsyncs, so that
@@ -233,7 +233,7 @@ class WriteAheadLog:
         self._queue: list[_Pending] = []  # submitted, not yet taken by a leader; epoch order
         self._flushing = False
         self._segments: list[_Segment] = []  # oldest first; the last may be the active one
-        self._fd: int | None = None  # open descriptor of the active (last) segment
+        self._fd: LogFile | None = None  # the active (last) segment, open
         self._size = 0  # bytes of complete, durable records in the active segment
         self._last_epoch = 0  # highest durable epoch
         self._last_submitted = 0  # highest epoch durable, queued or being written
@@ -259,18 +259,19 @@ class WriteAheadLog:
         with self._cond:
             if self._recovered:
                 raise RuntimeError("recover() may be called only once")
-            self._dir.mkdir(parents=True, exist_ok=True)
+            files = self._files
+            files.makedirs_durably(self._dir)
             found: list[tuple[int, Path]] = []
-            for entry in self._dir.iterdir():
+            for entry in files.list_dir(self._dir):
                 m = _SEGMENT_RE.match(entry.name)
-                if m:
-                    found.append((int(m.group(1)), entry))
+                if m and not entry.is_dir:
+                    found.append((int(m.group(1)), self._dir / entry.name))
             found.sort()
             batches: list[LoggedBatch] = []
             removed_any = False
             for index, (first_epoch, path) in enumerate(found):
                 is_last = index == len(found) - 1
-                data = path.read_bytes()
+                data = files.read_bytes(path)
                 payloads, valid_end = _read_records(data)
                 if valid_end < len(data):
                     if not is_last:
@@ -280,10 +281,12 @@ class WriteAheadLog:
                         )
                     # A torn tail was never acknowledged; cut it so it cannot be read later
                     # as the prefix of something else.
-                    with open(path, "r+b") as f:
+                    f = files.open_existing(path)
+                    try:
                         f.truncate(valid_end)
-                        f.flush()
-                        os.fsync(f.fileno())
+                        f.fsync()
+                    finally:
+                        f.close()
                 segment = _Segment(path=path, first_epoch=first_epoch, last_epoch=0)
                 for payload in payloads:
                     batch = decode_batch(payload, schemas)
@@ -298,12 +301,12 @@ class WriteAheadLog:
                     batches.append(batch)
                 if segment.last_epoch == 0:
                     # Empty (crashed before its first record was complete): nothing to keep.
-                    path.unlink()
+                    files.unlink(path)
                     removed_any = True
                 else:
                     self._segments.append(segment)
             if removed_any:
-                fsync_path(self._dir)
+                files.fsync_path(self._dir)
             self._last_submitted = self._last_epoch
             self._recovered = True
             return batches
@@ -384,9 +387,9 @@ class WriteAheadLog:
                 data = b"".join(p.record for p in group)
                 self._cond.release()
                 try:
-                    _write_all(fd, data)
+                    fd.write(data)
                     started = time.perf_counter()
-                    os.fsync(fd)
+                    fd.fsync()
                 except OSError as exc:
                     error = exc
                 else:
@@ -444,28 +447,29 @@ class WriteAheadLog:
 
     def _open_segment(self, first_epoch: int) -> None:
         path = self._dir / _segment_name(first_epoch)
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o644)
+        fd = self._files.create(path)
         try:
-            fsync_path(self._dir)
+            self._files.fsync_path(self._dir)
         except OSError:
-            os.close(fd)
-            path.unlink(missing_ok=True)
+            fd.close()
+            with contextlib.suppress(FileNotFoundError):
+                self._files.unlink(path)
             raise
         self._fd = fd
         self._size = 0
         self._segments.append(_Segment(path=path, first_epoch=first_epoch, last_epoch=0))
 
-    def _undo_partial(self, fd: int, cause: OSError) -> None:
+    def _undo_partial(self, fd: LogFile, cause: OSError) -> None:
         """Cut the segment back to its durable records after a failed group write."""
         try:
-            os.ftruncate(fd, self._size)
-            os.fsync(fd)
+            fd.truncate(self._size)
+            fd.fsync()
             if self._size == 0:
                 # The segment is named after the refused group's first epoch; the next group
                 # may start at a later epoch, and recovery wants a segment's first record to
                 # carry its name. Start afresh.
                 self._close_active()
-                self._segments.pop().path.unlink()
+                self._files.unlink(self._segments.pop().path)
         except OSError:
             # Whatever reached the disk fails its CRC or is short, so recovery drops it; but
             # a later record behind it would make it look like mid-log damage.
@@ -483,7 +487,7 @@ class WriteAheadLog:
 
     def _close_active(self) -> None:
         if self._fd is not None:
-            os.close(self._fd)
+            self._fd.close()
             self._fd = None
             self._size = 0
 
@@ -499,13 +503,14 @@ class WriteAheadLog:
             removed_any = False
             for segment in self._segments:
                 if segment is not active and segment.last_epoch <= epoch:
-                    segment.path.unlink(missing_ok=True)
+                    with contextlib.suppress(FileNotFoundError):
+                        self._files.unlink(segment.path)
                     removed_any = True
                 else:
                     keep.append(segment)
             self._segments = keep
             if removed_any:
-                fsync_path(self._dir)
+                self._files.fsync_path(self._dir)
 
     def close(self) -> None:
         """Close the active segment's file. Appending afterwards opens a new segment."""

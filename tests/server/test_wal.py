@@ -225,15 +225,15 @@ def test_failed_append_leaves_no_record(
         raise OSError(5, "Input/output error")
 
     if failure == "short-write":
-        monkeypatch.setattr(wal_module.os, "write", half_write)
+        monkeypatch.setattr(os, "write", half_write)
     else:
         # the append's fsync fails; the undo path's fsync succeeds
         calls = iter([failing_fsync, real_fsync])
-        monkeypatch.setattr(wal_module.os, "fsync", lambda fd: next(calls)(fd))
+        monkeypatch.setattr(os, "fsync", lambda fd: next(calls)(fd))
     with pytest.raises(OSError):
         log.append(batch(2, 2))
-    monkeypatch.setattr(wal_module.os, "write", real_write)
-    monkeypatch.setattr(wal_module.os, "fsync", real_fsync)
+    monkeypatch.setattr(os, "write", real_write)
+    monkeypatch.setattr(os, "fsync", real_fsync)
     assert log.last_epoch == 1
     log.append(batch(2, 22))  # the caller may retry the refused epoch
     log.close()
@@ -250,7 +250,7 @@ def test_failed_undo_makes_the_log_refuse_appends(
     def failing_fsync(fd: int) -> None:
         raise OSError(5, "Input/output error")
 
-    monkeypatch.setattr(wal_module.os, "fsync", failing_fsync)
+    monkeypatch.setattr(os, "fsync", failing_fsync)
     with pytest.raises(OSError):
         log.append(batch(2, 2))
     monkeypatch.undo()
@@ -336,7 +336,7 @@ def test_concurrent_appends_share_fsyncs_and_every_ack_is_durable(
             # A disk's fsync takes a while; the writers that arrive meanwhile form the next group.
             time.sleep(0.002)
 
-    monkeypatch.setattr(wal_module.os, "fsync", recording_fsync)
+    monkeypatch.setattr(os, "fsync", recording_fsync)
     threads, per_thread = 8, 40
     submit_lock = threading.Lock()
     last_epoch = [0]
@@ -436,7 +436,7 @@ def test_full_disk_refuses_the_whole_group_and_leaves_no_trace(
             short_writes.append(written)
         return written
 
-    monkeypatch.setattr(wal_module.os, "write", spying_write)
+    monkeypatch.setattr(os, "write", spying_write)
     commits = [log.submit(big_batch(e)) for e in (3, 4, 5)]
     wait_fails(commits[0], errno.ENOSPC)  # this writer leads, for the group of all three
     filler.unlink()  # a writer that was left out of the refusal would now succeed
@@ -469,7 +469,7 @@ def test_every_writer_of_a_failed_group_gets_the_error(
         real_write(fd, bytes(data)[: len(data) // 2])
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(wal_module.os, "write", half_write)
+    monkeypatch.setattr(os, "write", half_write)
     commits = [log.submit(batch(e, e)) for e in (2, 3, 4)]
     wait_fails(commits[0], errno.ENOSPC)
     monkeypatch.undo()
