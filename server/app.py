@@ -19,6 +19,7 @@ from pomoview.proto.pomoview.v1 import view_service_pb2 as pb
 
 from .errors import ServiceError
 from .fsync import fsync_path
+from .limits import Limits
 from .memory_budget import format_bytes
 from .metrics import Metrics
 from .scheduler import Scheduler
@@ -121,6 +122,7 @@ def serve(
     full_state: bool = False,
     memory_budget: int | None = None,
     security: ServerSecurity | None = None,
+    limits: Limits | None = None,
 ) -> None:
     """Runs the server until SIGINT or SIGTERM. Prints `pomoview listening on HOST:PORT` when ready.
 
@@ -128,11 +130,16 @@ def serve(
     (default `<data_dir>/store`, see `store_location`); `origins` says
     where each setting came from (flag, env or default), for the configuration log line.
     `security` holds the token and TLS files (default: none, which only loopback allows).
+    `limits` are what one request may ask for (default: `Limits()`'s).
     """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     # py4j logs every lost connection at INFO; a dead JVM is reported once, by the provider.
     logging.getLogger("py4j").setLevel(logging.WARNING)
     security = security or ServerSecurity()
+    limits = limits or Limits()
+    # An upquery recurses once or twice per operator of the plan it reads: room for the
+    # deepest plan Install accepts (--max-plan-depth).
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), limits.recursion_limit()))
     try:
         # Before anything is written or started: a refused start leaves no trace.
         security.check_host(host)
@@ -164,6 +171,7 @@ def serve(
                     "memory_budget",
                     "none" if memory_budget is None else f"{memory_budget} ({format_bytes(memory_budget)})",
                 ),
+                *(setting(name, value) for name, value in limits.describe().items()),
             ]
         ),
     )
@@ -193,6 +201,7 @@ def serve(
             full_state=full_state,
             memory_budget=memory_budget,
             metrics=metrics,
+            limits=limits,
         )
     except StoreLocationError as err:
         print(f"pomoview: {err}", file=sys.stderr)
@@ -211,6 +220,7 @@ def serve(
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=GRPC_THREADS, thread_name_prefix="grpc"),
         interceptors=security.interceptors(),
+        options=limits.grpc_options(),
     )
     add_view_service(ViewService(scheduler), server)
     health_servicer = health.HealthServicer()

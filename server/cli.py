@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TextIO
 
 from pomoview.client import Client, PomoviewError, Unauthenticated, Unavailable
-from pomoview.server import security
+from pomoview.server import limits, security
 from pomoview.server.cli_values import (
     UsageError,
     format_relation,
@@ -41,6 +41,8 @@ SERVE_ENV: dict[str, tuple[str, str]] = {
     "tls_cert": ("POMOVIEW_TLS_CERT", ""),  # "": no TLS
     "tls_key": ("POMOVIEW_TLS_KEY", ""),
     "tls_client_ca": ("POMOVIEW_TLS_CLIENT_CA", ""),  # "": client certificates not asked for
+    # The input limits: max_message_bytes, max_program_bytes, ... (server/limits.py)
+    **limits.env_settings(),
 }
 
 
@@ -79,6 +81,12 @@ def metrics_port(config: Mapping[str, tuple[str, str]]) -> int | None:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """Runs the server until SIGINT/SIGTERM."""
+    config = resolve_serve_config(args)
+    try:  # before the server's imports, which take seconds
+        server_limits = limits.Limits.resolve(config)
+    except limits.LimitConfigError as err:
+        print(f"pomoview: {err}", file=sys.stderr)
+        return 2
     try:
         from pomoview.server.app import serve  # needs the server extra (pyspark, lark)
     except ModuleNotFoundError as err:
@@ -91,7 +99,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from pomoview.server.memory_budget import default_budget, parse_bytes
 
-    config = resolve_serve_config(args)
     metrics = metrics_port(config)
     budget_text, budget_origin = config["memory_budget"]
     try:
@@ -125,6 +132,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         full_state=args.full_state or os.environ.get("POMOVIEW_FULL_STATE", "") not in ("", "0"),
         memory_budget=budget,
         security=server_security,
+        limits=server_limits,
         origins={name: origin for name, (_, origin) in config.items()},
     )
     return 0
@@ -384,6 +392,7 @@ def build_parser() -> argparse.ArgumentParser:
         "POMOVIEW_MEMORY_BUDGET)",
     )
     security.add_serve_flags(p)
+    limits.add_serve_flags(p)
     p.set_defaults(handler=cmd_serve)
 
     p = sub.add_parser("install", parents=[client_opts], help="install a program")

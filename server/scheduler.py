@@ -29,11 +29,12 @@ from pomoview.dataflow.introspect import NodeInfo
 from pomoview.planner.compile import CompiledProgram, ProgramGraph, compile_program
 from pomoview.planner.errors import Diagnostic, ProgramError
 
-from . import bulk_load
+from . import bulk_load, program_limits
 from .counters import Counters, ReaderInfo, Stats
 from .errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable, Unimplemented
 from .flusher import Flusher
 from .fsync import fsync_path
+from .limits import Limits
 from .lookup_rounds import LookupRounds
 from .memory_budget import MemoryBudget, process_rss
 from .metrics import Metrics
@@ -90,7 +91,10 @@ class Scheduler(WritePath, LookupRounds, Flusher):
         full_state: bool = False,
         memory_budget: int | None = None,
         metrics: Metrics | None = None,
+        limits: Limits | None = None,
     ) -> None:
+        # What one request may ask for (`serve`'s limit flags); Install's are checked here.
+        self.limits = Limits() if limits is None else limits
         # Partial state is evicted when the process's memory grows past this (None: never).
         self.memory = None if memory_budget is None else MemoryBudget(memory_budget)
         # Every state full (no partial state): the comparison run of bench/partial_memory.py.
@@ -180,8 +184,14 @@ class Scheduler(WritePath, LookupRounds, Flusher):
     # -- install ------------------------------------------------------------------
 
     def install(self, text: str, filename: str = "<program>") -> CompiledProgram:
+        program_limits.check_text(self.limits, text)
         try:
-            program = compile_program(text, filename)
+            program = compile_program(
+                text,
+                filename,
+                check_parsed=lambda parsed: program_limits.check_parsed(self.limits, parsed, text, filename),
+                check_checked=lambda checked: program_limits.check_checked(self.limits, checked, filename),
+            )
             _refuse_time_features(program, filename)
         except ProgramError as err:
             raise (Unimplemented if err.unsupported else InvalidArgument)(str(err)) from None
