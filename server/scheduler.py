@@ -309,6 +309,14 @@ class Scheduler(WritePath, LookupRounds, Flusher):
             known = ", ".join(sorted(program.checked.sources)) or "none"
             raise NotFound(f"no source named {source!r} (sources: {known})")
         schema = program.source_schema(source)
+        # The checks that need no Spark, before waiting for it (its JVM may still be booting):
+        # a request that names no readable file, or a bad format or option, is refused at once.
+        bulk_load.check_path(path)
+        resolved = bulk_load.resolve_format(path, fmt)
+        if resolved == "csv":
+            bulk_load.csv_options(options or {})
+        elif options:
+            raise InvalidArgument(f"{resolved} takes no options (given: {', '.join(sorted(options))})")
         try:
             spark = self._spark()
         except Exception as err:
