@@ -20,7 +20,7 @@ from pomoview.dataflow.node import Fetch, Filters
 from pomoview.dataflow.operators.reader import Reader
 from pomoview.dataflow.zset import ZSet
 
-from . import ra
+from . import ast, ra
 from .build import CircuitBuilder
 from .lower import Plan, lower
 from .parse import parse
@@ -139,10 +139,20 @@ def compile_program(
     text: str,
     filename: str = "<program>",
     aggregates: Mapping[str, AggregateFunction] | None = None,
+    *,
+    check_parsed: Callable[[ast.Program], None] | None = None,
+    check_checked: Callable[[CheckedProgram], None] | None = None,
 ) -> CompiledProgram:
     """Parses, validates and lowers `text`; raises errors.ProgramError on a bad program.
 
-    `aggregates` names the user-defined aggregate functions the program may use."""
+    `aggregates` names the user-defined aggregate functions the program may use.
+    `check_parsed` and `check_checked` see the program after parsing and after validation
+    (the caller's limits: they raise to refuse it before the next pass runs)."""
     functions = dict(aggregates or {})
-    checked = validate(parse(text, filename), text, filename, aggregates=tuple(functions))
+    parsed = parse(text, filename)
+    if check_parsed is not None:
+        check_parsed(parsed)
+    checked = validate(parsed, text, filename, aggregates=tuple(functions))
+    if check_checked is not None:
+        check_checked(checked)
     return CompiledProgram(checked, lower(checked), functions)

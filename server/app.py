@@ -20,6 +20,7 @@ from pomoview.proto.pomoview.v1 import view_service_pb2 as pb
 from .errors import ServiceError
 from .fileio import OS_FILES
 from .fsync import fsync_path
+from .limits import Limits
 from .memory_budget import format_bytes
 from .metrics import Metrics
 from .scheduler import Scheduler
@@ -127,6 +128,7 @@ def serve(
     spark_write_timeout: float | None = DEFAULT_WRITE_TIMEOUT,
     security: ServerSecurity | None = None,
     subscription_buffer: int = DEFAULT_BUFFER_ROWS,
+    limits: Limits | None = None,
 ) -> None:
     """Runs the server until SIGINT or SIGTERM. Prints `pomoview listening on HOST:PORT` when ready.
 
@@ -136,11 +138,16 @@ def serve(
     `security` holds the token and TLS files (default: none, which only loopback allows).
     `spark_timeout` and `spark_write_timeout` are the deadlines in seconds (None: none) of the
     Spark jobs that read and that write the store (see `spark_deadline`).
+    `limits` are what one request may ask for (default: `Limits()`'s).
     """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     # py4j logs every lost connection at INFO; a dead JVM is reported once, by the provider.
     logging.getLogger("py4j").setLevel(logging.WARNING)
     security = security or ServerSecurity()
+    limits = limits or Limits()
+    # An upquery recurses once or twice per operator of the plan it reads: room for the
+    # deepest plan Install accepts (--max-plan-depth).
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), limits.recursion_limit()))
     try:
         # Before anything is written or started: a refused start leaves no trace.
         security.check_host(host)
@@ -180,6 +187,7 @@ def serve(
                         ("spark_write_timeout", spark_write_timeout),
                     )
                 ),
+                *(setting(name, value) for name, value in limits.describe().items()),
             ]
         ),
     )
@@ -196,7 +204,7 @@ def serve(
         except OSError as err:
             print(f"pomoview: cannot serve metrics on {host}:{metrics_port}: {err}", file=sys.stderr)
             raise SystemExit(2) from None
-    server, bound = _bind(host, port, security)
+    server, bound = _bind(host, port, security, limits)
     spark = SparkProvider(lambda: create_spark_session(spark_master))
     # The JVM takes seconds to boot: start it now so the first upquery does not wait for it.
     spark.start_in_background()
@@ -212,6 +220,7 @@ def serve(
             metrics=metrics,
             subscription_buffer=subscription_buffer,
             spark_timeouts=SparkTimeouts(spark_timeout, spark_write_timeout),
+            limits=limits,
         )
     except StoreLocationError as err:
         print(f"pomoview: {err}", file=sys.stderr)
@@ -265,7 +274,7 @@ def serve(
     spark.stop()
 
 
-def _bind(host: str, port: int, security: ServerSecurity) -> tuple[grpc.Server, int]:
+def _bind(host: str, port: int, security: ServerSecurity, limits: Limits) -> tuple[grpc.Server, int]:
     """The gRPC server, bound to its port before Spark starts, so that a port in use (or a
     TLS key that does not match its certificate) is refused at once. Exits with 1 if not."""
     # A lookup that misses holds its thread while its Spark job runs; concurrent misses can
@@ -275,7 +284,7 @@ def _bind(host: str, port: int, security: ServerSecurity) -> tuple[grpc.Server, 
         interceptors=security.interceptors(),
         # gRPC sets SO_REUSEPORT by default: a second server on a port in use would bind
         # without error and share the clients with the first (seen with two `serve`s on 7878).
-        options=[("grpc.so_reuseport", 0)],
+        options=[*limits.grpc_options(), ("grpc.so_reuseport", 0)],
     )
     credentials = security.server_credentials()
     try:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TextIO
 
 from pomoview.client import Client, PomoviewError, Unauthenticated, Unavailable
-from pomoview.server import explain, security
+from pomoview.server import explain, limits, security
 from pomoview.server.cli_subscribe import add_subscribe_parser
 from pomoview.server.cli_values import (
     UsageError,
@@ -46,6 +46,8 @@ SERVE_ENV: dict[str, tuple[str, str]] = {
     "tls_cert": ("POMOVIEW_TLS_CERT", ""),  # "": no TLS
     "tls_key": ("POMOVIEW_TLS_KEY", ""),
     "tls_client_ca": ("POMOVIEW_TLS_CLIENT_CA", ""),  # "": client certificates not asked for
+    # The input limits: max_message_bytes, max_program_bytes, ... (server/limits.py)
+    **limits.env_settings(),
 }
 
 
@@ -98,6 +100,12 @@ def spark_timeout(config: Mapping[str, tuple[str, str]], name: str) -> float | N
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """Runs the server until SIGINT/SIGTERM."""
+    config = resolve_serve_config(args)
+    try:  # before the server's imports, which take seconds
+        server_limits = limits.Limits.resolve(config)
+    except limits.LimitConfigError as err:
+        print(f"pomoview: {err}", file=sys.stderr)
+        return 2
     try:
         from pomoview.server.app import serve  # needs the server extra (pyspark, lark)
     except ModuleNotFoundError as err:
@@ -111,7 +119,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from pomoview.server.memory_budget import default_budget, parse_bytes
     from pomoview.server.subscriptions import DEFAULT_BUFFER_ROWS
 
-    config = resolve_serve_config(args)
     metrics = metrics_port(config)
     timeouts = {name: spark_timeout(config, name) for name in ("spark_timeout", "spark_write_timeout")}
     budget_text, budget_origin = config["memory_budget"]
@@ -149,6 +156,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         spark_write_timeout=timeouts["spark_write_timeout"],
         security=server_security,
         subscription_buffer=args.subscription_buffer or DEFAULT_BUFFER_ROWS,
+        limits=server_limits,
         origins={name: origin for name, (_, origin) in config.items()},
     )
     return 0
@@ -456,6 +464,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(env POMOVIEW_SPARK_WRITE_TIMEOUT, default 3600)",
     )
     security.add_serve_flags(p)
+    limits.add_serve_flags(p)
     p.set_defaults(handler=cmd_serve)
 
     p = sub.add_parser("install", parents=[client_opts], help="install a program")

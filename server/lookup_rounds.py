@@ -383,7 +383,8 @@ class LookupRounds(SchedulerState):
         unknown = [a for a in key_attrs if a not in relation.attributes]
         if unknown:
             raise InvalidArgument(
-                f"{view!r} has no attribute {', '.join(unknown)} (it has {', '.join(relation.attributes)})"
+                f"{view!r} has no attribute {', '.join(map(repr, unknown))} "
+                f"(it has {', '.join(relation.attributes)})"
             )
         key_attrs = tuple(a for a in relation.attributes if a in key_attrs)
         typed = [(a, relation.types[a]) for a in key_attrs]

@@ -29,12 +29,13 @@ from pomoview.dataflow.introspect import NodeInfo
 from pomoview.planner.compile import CompiledProgram, ProgramGraph, compile_program
 from pomoview.planner.errors import ProgramError
 
-from . import bulk_load
+from . import bulk_load, program_limits
 from .counters import Counters, ReaderInfo, Stats
 from .errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable, Unimplemented
 from .fileio import OS_FILES, FileIO
 from .flusher import Flusher
 from .fsync import fsync_path
+from .limits import Limits
 from .lookup_rounds import LookupRounds
 from .memory_budget import MemoryBudget, process_rss
 from .metrics import Metrics
@@ -83,7 +84,10 @@ class Scheduler(WritePath, LookupRounds, Flusher, TimePath):
         subscription_buffer: int = DEFAULT_BUFFER_ROWS,
         spark_timeouts: SparkTimeouts | None = None,
         files: FileIO = OS_FILES,
+        limits: Limits | None = None,
     ) -> None:
+        # What one request may ask for (`serve`'s limit flags); Install's are checked here.
+        self.limits = Limits() if limits is None else limits
         # Partial state is evicted when the process's memory grows past this (None: never).
         self.memory = None if memory_budget is None else MemoryBudget(memory_budget)
         # Every state full (no partial state): the comparison run of bench/partial_memory.py.
@@ -184,8 +188,14 @@ class Scheduler(WritePath, LookupRounds, Flusher, TimePath):
     # -- install ------------------------------------------------------------------
 
     def install(self, text: str, filename: str = "<program>") -> CompiledProgram:
+        program_limits.check_text(self.limits, text)
         try:
-            program = compile_program(text, filename)
+            program = compile_program(
+                text,
+                filename,
+                check_parsed=lambda parsed: program_limits.check_parsed(self.limits, parsed, text, filename),
+                check_checked=lambda checked: program_limits.check_checked(self.limits, checked, filename),
+            )
         except ProgramError as err:
             raise (Unimplemented if err.unsupported else InvalidArgument)(str(err)) from None
         # The flusher's lock first (it takes the write lock inside): a flush's checkpoint of
@@ -311,6 +321,14 @@ class Scheduler(WritePath, LookupRounds, Flusher, TimePath):
         if uses_time(program):
             raise FailedPrecondition(_NO_LOAD_WITH_TIME.format(source=source))
         schema = program.source_schema(source)
+        # The checks that need no Spark, before waiting for it (its JVM may still be booting):
+        # a request that names no readable file, or a bad format or option, is refused at once.
+        bulk_load.check_path(path)
+        resolved = bulk_load.resolve_format(path, fmt)
+        if resolved == "csv":
+            bulk_load.csv_options(options or {})
+        elif options:
+            raise InvalidArgument(f"{resolved} takes no options (given: {', '.join(sorted(options))})")
         try:
             spark = self._spark()
         except Exception as err:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import logging
+import math
 import queue
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import grpc
+from google.protobuf.message import DecodeError, Message
 
 from pomoview.dataflow.introspect import NodeInfo
 from pomoview.planner.compile import CompiledProgram
@@ -46,6 +49,11 @@ def typed_row(row: pb.Row, where: str) -> TypedRow:
         if kind is None:
             raise _invalid(f"{where}: attribute {name!r} has no value")
         out[name] = (_KINDS[kind], getattr(value, kind))
+    # NaN equals nothing, itself included: a row holding it could never be deleted, nor a key
+    # holding it found. The first such attribute by name, as the columnar form reports it.
+    nan = sorted(n for n, (k, v) in out.items() if k == "float" and math.isnan(v))  # type: ignore[arg-type]
+    if nan:
+        raise _invalid(f"{where}: attribute {nan[0]!r} is NaN, which equals no value")
     return out
 
 
@@ -69,7 +77,19 @@ def _side(change: pb.SourceChanges, i: int, side: str) -> Rows:
     if change.HasField(field):
         if rows:
             raise _invalid(f"changes[{i}]: {side} are given both as rows and as {field}")
-        return column_rows(getattr(change, field))
+        columns = column_rows(getattr(change, field))
+        # NaN is refused in the row form's words (typed_row): its first row, first name.
+        nans = [
+            (j, column.name)
+            for column in columns.columns
+            if column.type_name == "float"
+            for j in [next((j for j, v in enumerate(column.values) if v != v), None)]
+            if j is not None
+        ]
+        if nans:
+            j, name = min(nans)
+            raise _invalid(f"changes[{i}].{side}[{j}]: attribute {name!r} is NaN, which equals no value")
+        return columns
     return [typed_row(r, f"changes[{i}].{side}[{j}]") for j, r in enumerate(rows)]
 
 
@@ -147,9 +167,51 @@ def _serialize_lookup(response: pb.LookupResponse | bytes) -> bytes:
     return response if isinstance(response, bytes) else response.SerializeToString()
 
 
+@dataclass(frozen=True)
+class Undecodable:
+    """A request that does not parse as its message type (malformed protobuf, or a string
+    field that is not UTF-8): the handler refuses it with INVALID_ARGUMENT. grpc would answer
+    a deserializer's exception with INTERNAL."""
+
+    message: str
+
+
+def _decoder(message_type: type[Message]) -> Callable[[bytes], object]:
+    name = message_type.DESCRIPTOR.full_name
+
+    def decode(data: bytes) -> object:
+        try:
+            return message_type.FromString(data)
+        except DecodeError as err:
+            return Undecodable(
+                f"the request is not a valid {name} ({err}); is every string field UTF-8?"
+            )
+
+    return decode
+
+
+def _refusing_undecodable(method: Callable[..., Any], streaming: bool) -> Callable[..., Any]:
+    if streaming:
+
+        def stream(request: object, context: grpc.ServicerContext) -> Iterator[Any]:
+            if isinstance(request, Undecodable):
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.message)
+            yield from method(request, context)
+
+        return stream
+
+    def unary(request: object, context: grpc.ServicerContext) -> Any:
+        if isinstance(request, Undecodable):
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.message)
+        return method(request, context)
+
+    return unary
+
+
 def add_view_service(service: ViewService, server: grpc.Server) -> None:
     """Registers the service like the generated `add_ViewServiceServicer_to_server`, except
-    that Lookup may answer with an already serialized response."""
+    that Lookup may answer with an already serialized response, and a request that does not
+    parse gets INVALID_ARGUMENT."""
     descriptor = pb.DESCRIPTOR.services_by_name["ViewService"]
     handlers = {}
     for method in descriptor.methods:
@@ -162,8 +224,8 @@ def add_view_service(service: ViewService, server: grpc.Server) -> None:
             else grpc.unary_unary_rpc_method_handler
         )
         handlers[method.name] = make(
-            getattr(service, method.name),
-            request_deserializer=request.FromString,
+            _refusing_undecodable(getattr(service, method.name), method.server_streaming),
+            request_deserializer=_decoder(request),
             response_serializer=serialize,
         )
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(descriptor.full_name, handlers),))
@@ -181,6 +243,15 @@ class ViewService(pb_grpc.ViewServiceServicer):
             return fn()
         except ServiceError as err:
             context.abort(getattr(grpc.StatusCode, err.code), err.message)
+        except RecursionError:
+            # `serve` sets the recursion limit from --max-plan-depth, which Install checks
+            # against an estimate: this is the estimate falling short.
+            log.exception("recursion limit reached")
+            context.abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                "the program's dataflow is deeper than the server's recursion limit allows "
+                "(lower --max-plan-depth, env POMOVIEW_MAX_PLAN_DEPTH, refuses such programs at install)",
+            )
         except Exception as err:
             log.exception("internal error")
             context.abort(grpc.StatusCode.INTERNAL, f"internal error: {type(err).__name__}: {err}")
@@ -201,6 +272,8 @@ class ViewService(pb_grpc.ViewServiceServicer):
                 (change.source, _side(change, i, "inserts"), _side(change, i, "deletes"))
                 for i, change in enumerate(request.changes)
             ]
+            rows = sum(len(inserts) + len(deletes) for _, inserts, deletes in changes)
+            self.scheduler.limits.check("max_write_rows", "the number of rows in the write", rows)
             return pb.WriteResponse(epoch=self.scheduler.write(changes))
 
         return self._call(context, run)
@@ -214,6 +287,9 @@ class ViewService(pb_grpc.ViewServiceServicer):
 
         def run() -> pb.LookupResponse | bytes:
             self.scheduler.metrics.lookups.inc()
+            self.scheduler.limits.check(
+                "max_lookup_keys", "the number of keys in the lookup", len(request.keys)
+            )
             keys = [typed_row(k, f"keys[{i}]") for i, k in enumerate(request.keys)]
             min_epoch = request.min_epoch if request.HasField("min_epoch") else None
             program = self.scheduler.program

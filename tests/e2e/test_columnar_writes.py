@@ -144,7 +144,7 @@ def _recording(db: Client) -> list[Any]:
 
 def test_every_value_type_round_trips_as_columns(server: ServerProcess) -> None:
     k = next(_keys)
-    floats = [0.5, -0.0, math.inf, -math.inf, math.nan, 1e308, 5e-324]
+    floats = [0.5, -0.0, math.inf, -math.inf, 1.5e-300, 1e308, 5e-324]  # NaN is refused: below
     rows = [
         {
             "k": k,
@@ -236,3 +236,19 @@ def test_bad_columns_are_refused_and_change_nothing(
         db._call(db._stub.Write, pb.WriteRequest(changes=[change]))
     assert str(err.value) == needle
     assert db.stats()["durable_epoch"] == before
+
+
+def test_nan_is_refused_in_both_forms_with_the_same_message(db: Client) -> None:
+    """NaN equals nothing, itself included: a row holding it could never be deleted."""
+    k = next(_keys)
+    rows = [{"k": k, "i": j, "f": [1.0, math.nan][j], "s": "s", "b": True, "y": b""} for j in range(2)]
+    messages_seen = []
+    for columnar in (True, False):
+        request = messages.write_request({"t": (rows, ())}, columnar=columnar)
+        assert request.changes[0].HasField("insert_columns") is columnar
+        with pytest.raises(InvalidArgument) as err:
+            db._call(db._stub.Write, request)
+        messages_seen.append(str(err.value))
+    assert messages_seen[0] == messages_seen[1]
+    assert "changes[0].inserts[1]: attribute 'f' is NaN" in messages_seen[0]
+    assert db.lookup("byK", {"k": k}) == []

@@ -30,6 +30,13 @@ def test_a_flag_wins_over_the_environment_which_wins_over_the_default() -> None:
         "tls_cert": ("", "default"),
         "tls_key": ("", "default"),
         "tls_client_ca": ("", "default"),
+        "max_message_bytes": ("64M", "default"),
+        "max_program_bytes": ("1M", "default"),
+        "max_rules": ("10000", "default"),
+        "max_rule_atoms": ("1000", "default"),
+        "max_plan_depth": ("20000", "default"),
+        "max_lookup_keys": ("100000", "default"),
+        "max_write_rows": ("100000", "default"),
     }
     args = parser.parse_args(["serve", "--store", "file:///flag/store", "--data", "d"])
     assert resolve_serve_config(args, env)["store"] == ("file:///flag/store", "flag")
@@ -40,6 +47,10 @@ def test_a_flag_wins_over_the_environment_which_wins_over_the_default() -> None:
         "64M",
         "env POMOVIEW_MEMORY_BUDGET",
     )
+    args = parser.parse_args(["serve", "--max-lookup-keys", "50"])
+    config = resolve_serve_config(args, {"POMOVIEW_MAX_LOOKUP_KEYS": "7", "POMOVIEW_MAX_WRITE_ROWS": "9"})
+    assert config["max_lookup_keys"] == ("50", "flag")
+    assert config["max_write_rows"] == ("9", "env POMOVIEW_MAX_WRITE_ROWS")
 
 
 def test_spark_timeouts_are_seconds_and_zero_is_none() -> None:
@@ -67,12 +78,16 @@ def test_serve_help_documents_each_setting_with_its_variable(
     text = " ".join(capsys.readouterr().out.split())  # undo the wrapping
     flags = ("--data", "--store", "--spark-master", "--host", "--port", "--flush-interval")
     flags += ("--token-file", "--tls-cert", "--tls-key", "--tls-client-ca", "--insecure")
+    flags += ("--max-message-bytes", "--max-program-bytes", "--max-rules", "--max-rule-atoms")
+    flags += ("--max-plan-depth", "--max-lookup-keys", "--max-write-rows")
     for flag in flags:
         assert flag in text
     for var, _default in SERVE_ENV.values():
         assert f"env {var}" in text
     assert "env POMOVIEW_TOKEN: the token itself" in text  # not in SERVE_ENV: it is no file name
     assert "default local[*]" in text and "default DIR/store" in text
+    assert "(env POMOVIEW_MAX_LOOKUP_KEYS, default 100000)" in text
+    assert "(env POMOVIEW_MAX_MESSAGE_BYTES, default 64M)" in text
 
 
 def _serve(data: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -84,6 +99,16 @@ def _serve(data: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedP
         timeout=180,  # a store URI opens through the Spark JVM, which boots first
         env={**clean, **env},
     )
+
+
+def test_a_bad_limit_is_refused_at_start(tmp_path: Path) -> None:
+    done = _serve(tmp_path / "data", "--max-lookup-keys", "0", env={})
+    assert done.returncode == 2
+    assert "pomoview: --max-lookup-keys: a limit must be positive, got '0'" in done.stderr, done.stderr
+    done = _serve(tmp_path / "data", env={"POMOVIEW_MAX_PROGRAM_BYTES": "lots"})
+    assert done.returncode == 2
+    assert "env POMOVIEW_MAX_PROGRAM_BYTES: expected a size in bytes" in done.stderr, done.stderr
+    assert not (tmp_path / "data").exists()  # refused before anything was written
 
 
 def test_a_store_spark_cannot_be_used_for_is_refused_at_start(tmp_path: Path) -> None:

@@ -77,9 +77,7 @@ def test_loads_csv_jsonl_and_parquet(env: Env, spark: Any) -> None:
         env.model.apply("vote", early, [])
         env.check_views(db, epoch)  # readers with state, which the loads must not leave stale
 
-        articles = [
-            {"id": i, "title": f"t{i}, \"quoted\"" if i % 5 == 0 else f"t{i}"} for i in range(ARTICLES)
-        ]
+        articles = [{"id": i, "title": f't{i}, "quoted"' if i % 5 == 0 else f"t{i}"} for i in range(ARTICLES)]
         path = write_csv(env.folder / "articles.csv", articles, ["title", "id"])
         assert db.load("article", path) == (ARTICLES, epoch + 1)
         epoch += 1

@@ -62,9 +62,19 @@ def test_a_small_budget_evicts_and_answers_stay_exact(tmp_path: Path) -> None:
 
 def test_a_budget_that_is_not_a_size_is_refused_at_start(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "pomoview.server.cli", "serve", "--data", str(tmp_path / "d"),
-         "--memory-budget", "lots"],
-        capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "pomoview.server.cli",
+            "serve",
+            "--data",
+            str(tmp_path / "d"),
+            "--memory-budget",
+            "lots",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode == 2
     assert "--memory-budget" in done.stderr and "'lots' is not a size in bytes" in done.stderr

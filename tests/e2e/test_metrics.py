@@ -74,8 +74,18 @@ def test_a_metrics_port_in_use_is_refused_before_spark_starts(tmp_path: Path) ->
         taken.listen()
         port = taken.getsockname()[1]
         done = subprocess.run(
-            [sys.executable, "-m", "pomoview.server.cli", "serve", "--data", str(tmp_path / "data"),
-             "--port", "0", "--metrics-port", str(port)],
+            [
+                sys.executable,
+                "-m",
+                "pomoview.server.cli",
+                "serve",
+                "--data",
+                str(tmp_path / "data"),
+                "--port",
+                "0",
+                "--metrics-port",
+                str(port),
+            ],
             capture_output=True,
             text=True,
             timeout=60,

@@ -21,10 +21,7 @@ def test_acknowledged_writes_survive_sigkill(tmp_path: Path) -> None:
             model.apply("article", articles, [])
             epoch = 0
             for _ in range(10):
-                votes = [
-                    {"article_id": rng.randrange(10), "user_id": rng.randrange(50)}
-                    for _ in range(30)
-                ]
+                votes = [{"article_id": rng.randrange(10), "user_id": rng.randrange(50)} for _ in range(30)]
                 epoch = db.write("vote", insert=votes)
                 model.apply("vote", votes, [])
             wait_for_flush(db, epoch)  # these are in Parquet
@@ -32,14 +29,11 @@ def test_acknowledged_writes_survive_sigkill(tmp_path: Path) -> None:
                 present = sorted(model.votes)
                 deletes = [{"article_id": a, "user_id": u} for a, u in rng.sample(present, 5)]
                 votes = [
-                    {"article_id": rng.randrange(10), "user_id": 100 + rng.randrange(50)}
-                    for _ in range(10)
+                    {"article_id": rng.randrange(10), "user_id": 100 + rng.randrange(50)} for _ in range(10)
                 ]
                 epoch = db.write("vote", insert=votes, delete=deletes)
                 model.apply("vote", votes, deletes)
-            before = {
-                i: db.lookup("articleWithVotes", {"id": i}, min_epoch=epoch) for i in range(10)
-            }
+            before = {i: db.lookup("articleWithVotes", {"id": i}, min_epoch=epoch) for i in range(10)}
     finally:
         server.kill()
     restarted = ServerProcess(data, flush_interval=1.0).start()  # the program is stored, not passed

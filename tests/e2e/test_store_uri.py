@@ -15,9 +15,7 @@ def test_a_store_through_hadoop_survives_a_restart(tmp_path: Path) -> None:
     store = tmp_path / "remote"
     location = f"hadoop+file://{store}"
     model = VotesModel()
-    server = ServerProcess(
-        data, program=VOTES, flush_interval=0.3, extra_args=["--store", location]
-    ).start()
+    server = ServerProcess(data, program=VOTES, flush_interval=0.3, extra_args=["--store", location]).start()
     try:
         with server.client() as db:
             articles = [{"id": i, "title": f"t{i}"} for i in range(4)]
