@@ -65,7 +65,7 @@ def typed_tuple(row: TypedRow, schema: SourceSchema, where: str) -> Tuple_:
         raise InvalidArgument(f"{where}: missing attribute {', '.join(missing)}")
     if extra:
         raise InvalidArgument(
-            f"{where}: unknown attribute {', '.join(extra)} (it has {', '.join(names)})"
+            f"{where}: unknown attribute {', '.join(map(repr, extra))} (it has {', '.join(names)})"
         )
     return tuple(_coerce(row[a], t, f"{where}: attribute {a!r}") for a, t in schema)
 

@@ -7,11 +7,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 import vote  # noqa: E402
 
 
+@pytest.mark.slow  # the suite's 10 minutes: run with -m slow
 def test_the_vote_benchmark_runs_at_scale_one_hundredth() -> None:
     out = vote.main(["--scale", "0.01", "--reps", "1", "--cold", "3", "--hit-seconds", "0.5",
                      "--budget-seconds", "5"])

@@ -4,6 +4,7 @@ fake_server.py (its fixtures are in conftest.py)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import sys
 import types
@@ -28,6 +29,7 @@ from pomoview.client import (
 from pomoview.client.values import columns_to_rows, row_to_dict
 from pomoview.proto.pomoview.v1 import view_service_pb2 as pb
 from pomoview.server.cli import main
+from pomoview.server.limits import LIMITS, Limits
 from pomoview.server.security import ServerSecurity
 
 # ---------------------------------------------------------------- sync client
@@ -430,13 +432,16 @@ def test_cli_serve_passes_arguments(monkeypatch: pytest.MonkeyPatch, tmp_path: P
     monkeypatch.delenv("POMOVIEW_STORE", raising=False)
     monkeypatch.delenv("POMOVIEW_FULL_STATE", raising=False)
     monkeypatch.setenv("POMOVIEW_MEMORY_BUDGET", "1.5G")
-    for var in ("POMOVIEW_TOKEN", "POMOVIEW_TLS_CERT", "POMOVIEW_TLS_KEY", "POMOVIEW_TLS_CLIENT_CA"):
+    for var in ("POMOVIEW_TOKEN", "POMOVIEW_TLS_CERT", "POMOVIEW_TLS_KEY", "POMOVIEW_TLS_CLIENT_CA",
+                "POMOVIEW_SPARK_TIMEOUT", "POMOVIEW_SPARK_WRITE_TIMEOUT", *(limit.env for limit in LIMITS)):
         monkeypatch.delenv(var, raising=False)
     assert main(["serve", "--port", "9000", "--program", "p.pomo", "--flush-interval", "0.5"]) == 0
     assert main(
         ["serve", "--data", str(tmp_path), "--full-state", "--memory-budget", "64MiB",
-         "--subscription-buffer", "50"]
+         "--subscription-buffer", "50", "--spark-timeout", "20", "--max-lookup-keys", "7"]
     ) == 0
+    settings = ("spark_timeout", "spark_write_timeout", *(limit.name for limit in LIMITS))
+    defaults = dict.fromkeys(settings, "default")
     assert calls == [
         {
             "data_dir": Path("./data"),
@@ -449,10 +454,13 @@ def test_cli_serve_passes_arguments(monkeypatch: pytest.MonkeyPatch, tmp_path: P
             "store": None,
             "full_state": False,
             "memory_budget": 3 << 29,
+            "spark_timeout": 300.0,
+            "spark_write_timeout": 3600.0,
             "security": ServerSecurity(),
             "subscription_buffer": 10_000,
+            "limits": Limits(),
             "origins": {"data": "default", "store": "default", "spark_master": "env POMOVIEW_SPARK_MASTER",
-                        "metrics_port": "default", "memory_budget": "env POMOVIEW_MEMORY_BUDGET"},
+                        "metrics_port": "default", "memory_budget": "env POMOVIEW_MEMORY_BUDGET", **defaults},
         },
         {
             "data_dir": tmp_path,
@@ -465,9 +473,13 @@ def test_cli_serve_passes_arguments(monkeypatch: pytest.MonkeyPatch, tmp_path: P
             "store": None,
             "full_state": True,
             "memory_budget": 64 << 20,
+            "spark_timeout": 20.0,
+            "spark_write_timeout": 3600.0,
             "security": ServerSecurity(),
             "subscription_buffer": 50,
+            "limits": dataclasses.replace(Limits(), max_lookup_keys=7),
             "origins": {"data": "flag", "store": "default", "spark_master": "env POMOVIEW_SPARK_MASTER",
-                        "metrics_port": "default", "memory_budget": "flag"},
+                        "metrics_port": "default", "memory_budget": "flag",
+                        **defaults, "spark_timeout": "flag", "max_lookup_keys": "flag"},
         },
     ]

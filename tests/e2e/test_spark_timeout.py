@@ -47,6 +47,7 @@ def lookup_warm(db: Client, article: int, min_epoch: int | None = None) -> objec
     raise AssertionError("Spark never answered within the deadline")
 
 
+@pytest.mark.slow  # the suite's 10 minutes: run with -m slow
 def test_stalled_jobs_time_out_and_the_server_recovers(stalled_server: tuple[ServerProcess, Path]) -> None:
     server, stall = stalled_server
     model = VotesModel()

@@ -186,6 +186,7 @@ def scheduler_sequence(spark: SparkSession, writers: int = 3, per_writer: int = 
     return run
 
 
+@pytest.mark.slow  # the suite's 10 minutes: run with -m slow
 def test_every_cut_point_of_the_scheduler_with_spark(tmp_path: Path, spark: SparkSession) -> None:
     """The real `Scheduler` on the layer: its write path, its flusher (one flush, then a
     compaction, writes going on during each) and the real `SourceStore`, Spark writing the
