@@ -8,11 +8,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 import partial_memory  # noqa: E402
 
 
+@pytest.mark.slow  # the suite's 10 minutes: run with -m slow
 def test_the_partial_memory_benchmark_runs_at_a_tiny_scale() -> None:
     results = partial_memory.main(["--scale", "0.002", "--cold", "2", "--batch", "200"])
     partial, full = results["partial"], results["full"]

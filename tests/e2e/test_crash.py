@@ -902,6 +902,7 @@ def flushing(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FlushingServe
     shared.close()
 
 
+@pytest.mark.slow  # the suite's 10 minutes: run with -m slow
 def test_sigkill_during_flushes(flushing: FlushingServer) -> None:
     # The moment between a flush's two atomic steps: a part renamed into place but not in the
     # manifest yet (the log behind it may be truncated only after the manifest lists it). The
@@ -940,6 +941,7 @@ def _compaction_parts() -> int:
     return Scheduler.compact_min_parts
 
 
+@pytest.mark.slow  # the suite's 10 minutes: run with -m slow
 def test_sigkill_during_compaction(flushing: FlushingServer) -> None:
     # The flusher compacts a source once it has `min_parts` parts: with a flush every 0.1 s
     # that comes every few seconds. One compaction runs to its end (all along, the files the

@@ -10,10 +10,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from .server_process import VOTES, ServerProcess, wait_for_flush
 from .votes_model import VotesModel
 
 
+@pytest.mark.slow  # the suite's 10 minutes: run with -m slow
 def test_a_small_budget_evicts_and_answers_stay_exact(tmp_path: Path) -> None:
     rng = random.Random(7)
     model = VotesModel()

@@ -30,9 +30,9 @@ from .server_process import VOTES, ServerProcess
 from .votes_model import VotesModel
 
 CLIENTS = 16
-ARTICLES = 3000
+ARTICLES = 1000
 HOT = 40  # the keys every client reads again and again: they stay present
-BUDGET = "4M"
+BUDGET = "1M"
 WARM_UP = 0.3  # of the run: RSS is compared from here on
 
 
@@ -65,7 +65,7 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerPro
             articles = [{"id": i, "title": f"article {i}"} for i in range(ARTICLES)]
             db.write("article", insert=articles)
             model.apply("article", articles, [])
-            for start in range(0, 60_000, 10_000):
+            for start in range(0, 20_000, 10_000):
                 votes = [{"article_id": rng.randrange(ARTICLES), "user_id": start + j} for j in range(10_000)]
                 db.write("vote", insert=votes)
                 model.apply("vote", votes, [])

@@ -53,6 +53,7 @@ def _populate(db: Client, model: VotesModel, ids: range) -> int:
     return epoch
 
 
+@pytest.mark.slow  # the suite's 10 minutes: run with -m slow
 def test_a_failed_spark_job_is_unavailable_until_the_store_reads_again(
     votes_server: ServerProcess, tmp_path: Path
 ) -> None:
@@ -91,6 +92,7 @@ def test_a_failed_spark_job_is_unavailable_until_the_store_reads_again(
         assert jvm_children(votes_server.process.pid) == jvm
 
 
+@pytest.mark.slow  # the suite's 10 minutes: run with -m slow
 def test_after_the_jvm_dies_lookups_are_unavailable_then_a_new_session_answers(
     votes_server: ServerProcess,
 ) -> None:

@@ -6,10 +6,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from .server_process import VOTES, ServerProcess, wait_for_flush
 from .votes_model import VotesModel
 
 
+@pytest.mark.slow  # the suite's 10 minutes: run with -m slow
 def test_a_store_through_hadoop_survives_a_restart(tmp_path: Path) -> None:
     data = tmp_path / "data"
     store = tmp_path / "remote"

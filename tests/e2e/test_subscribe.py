@@ -296,7 +296,7 @@ def test_bad_subscriptions_get_their_status_and_change_nothing(served: Served) -
         before = db.stats()["readers"]
         with pytest.raises(NotFound, match="no view named 'nope'"):
             next(db.subscribe("nope", [{"id": 1}]))
-        with pytest.raises(InvalidArgument, match="has no attribute idx"):
+        with pytest.raises(InvalidArgument, match="has no attribute .idx."):
             next(db.subscribe(VIEW, [{"idx": 1}]))
         with pytest.raises(InvalidArgument, match=r"keys\[1\].id: expected int"):
             next(db.subscribe(VIEW, [{"id": 1}, {"id": "x"}]))
