@@ -54,17 +54,27 @@ def change(update: pb.SubscribeUpdate, attributes: Attributes | None) -> Change:
     )
 
 
-class Subscription(Iterator[Change]):
-    """The `Change`s of one subscription, blocking for each (`Client.subscribe`). A failed
-    stream raises its `PomoviewError` from `next()`: `NotFound` for an unknown view,
-    `ResourceExhausted` when this subscriber fell behind the server's buffer, `Unavailable`
-    when the server rebuilt its dataflow (subscribe again). After `close()` the iteration
-    ends quietly."""
+class _Stream:
+    """What both kinds of subscription hold: the call, the attribute types of the view, and
+    whether it was closed; `close()` cancels the call (idempotent)."""
 
     def __init__(self, call: Any, attributes: Attributes | None) -> None:
         self._call = call
         self._attributes = attributes
         self._closed = False
+
+    def close(self) -> None:
+        """Cancels the stream (idempotent); the server releases the keys."""
+        self._closed = True
+        self._call.cancel()
+
+
+class Subscription(_Stream, Iterator[Change]):
+    """The `Change`s of one subscription, blocking for each (`Client.subscribe`). A failed
+    stream raises its `PomoviewError` from `next()`: `NotFound` for an unknown view,
+    `ResourceExhausted` when this subscriber fell behind the server's buffer, `Unavailable`
+    when the server rebuilt its dataflow (subscribe again). After `close()` the iteration
+    ends quietly."""
 
     def __iter__(self) -> Subscription:
         return self
@@ -80,11 +90,6 @@ class Subscription(Iterator[Change]):
             self._closed = True
             raise from_rpc_error(err) from err
         return change(update, self._attributes)
-
-    def close(self) -> None:
-        """Cancels the stream (idempotent); the server releases the keys."""
-        self._closed = True
-        self._call.cancel()
 
     def __enter__(self) -> Subscription:
         return self
@@ -102,14 +107,9 @@ class Subscription(Iterator[Change]):
             self.close()
 
 
-class AsyncSubscription(AsyncIterator[Change]):
+class AsyncSubscription(_Stream, AsyncIterator[Change]):
     """`Subscription` for asyncio (`AsyncClient.subscribe`): `async for change in sub`, and
     `async with` or `close()` to cancel."""
-
-    def __init__(self, call: Any, attributes: Attributes | None) -> None:
-        self._call = call
-        self._attributes = attributes
-        self._closed = False
 
     def __aiter__(self) -> AsyncSubscription:
         return self
@@ -132,11 +132,6 @@ class AsyncSubscription(AsyncIterator[Change]):
             self._closed = True
             raise StopAsyncIteration
         return change(update, self._attributes)
-
-    def close(self) -> None:
-        """Cancels the stream (idempotent); the server releases the keys."""
-        self._closed = True
-        self._call.cancel()
 
     async def __aenter__(self) -> AsyncSubscription:
         return self
