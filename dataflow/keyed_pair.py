@@ -28,11 +28,12 @@ A subclass keeps the other side's state and says what a keyed row outputs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from .keyed_state import Key, KeyedState, Row
-from .node import EvictCols, Node, StateSummary, ask_all, group_by_key, matching_keys, project, select_keys
+from .node import EvictCols, Node, StateSummary, group_by_key, matching_keys, project, select_keys
+from .upquery import Upquery, ask_all, grouped, rows
 from .zset import ZSet
 
 
@@ -236,23 +237,23 @@ class KeyedPair(Node):
         if not self.other_partial:
             self._other_hydrate(self.inputs[1 - self.keyed_side].query((), [()]))
 
-    def _fill(self, missing: list[Key]) -> None:
+    def _fill(self, missing: list[Key]) -> Upquery[None]:
         keyed_input, other_input = self.inputs[self.keyed_side], self.inputs[1 - self.keyed_side]
         if set(self.side_key) == set(self.keyed_on):
             # The join keys are the asked keys: both inputs are asked in the same round.
             need = self._other_missing(_reorder(missing, self.side_key, self.keyed_on))
-            asks: list[Callable[[], object]] = [lambda: keyed_input.query(self.side_key, missing)]
+            asks = [rows(keyed_input, self.side_key, missing)]
             if need:
-                asks.append(lambda: other_input.query_grouped(self.other_on, need))
-            answers = ask_all(asks)  # type: ignore[arg-type]
-            rows = answers[0]
-            other_groups: Mapping[Key, Mapping[Row, int]] = answers[1] if need else {}  # type: ignore[assignment]
+                asks.append(grouped(other_input, self.other_on, need))
+            answers = yield from ask_all(asks)
+            answer: ZSet[Row] = answers[0]
+            other_groups: Mapping[Key, Mapping[Row, int]] = answers[1] if need else {}
         else:
-            rows = keyed_input.query(self.side_key, missing)
-            need = self._other_missing(project(row, self.keyed_on) for row, _ in rows.items())
-            other_groups = other_input.query_grouped(self.other_on, need) if need else {}
+            answer = yield rows(keyed_input, self.side_key, missing)
+            need = self._other_missing(project(row, self.keyed_on) for row, _ in answer.items())
+            other_groups = (yield grouped(other_input, self.other_on, need)) if need else {}
         # Both answers are in: fill both sides (nothing was filled if either raised).
-        for key, got in group_by_key(rows.items(), self.side_key, missing).items():
+        for key, got in group_by_key(answer.items(), self.side_key, missing).items():
             self.keyed.fill(key, got)
             if self.by_join is not self.keyed:
                 for row, weight in got:
@@ -261,7 +262,7 @@ class KeyedPair(Node):
             self._other_fill(j, other_groups[j])
         self.metrics.filled_keys += len(missing)
 
-    def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
+    def upquery(self, cols: tuple[int, ...], keys: Collection[Key]) -> Upquery[ZSet[Row]]:
         side_cols = self._to_side(cols)
         by_key = side_cols is not None and set(side_cols) == set(self.side_key)
         if not by_key:
@@ -275,7 +276,7 @@ class KeyedPair(Node):
         wanted = list(dict.fromkeys(_reorder(keys, side_cols, self.side_key)))
         missing = self.keyed.missing(wanted)
         if missing:
-            self._fill(missing)
+            yield from self._fill(missing)
         out = ZSet()
         for key in wanted:
             for row, weight in (self.keyed.get(key) or {}).items():
@@ -296,7 +297,7 @@ class KeyedPair(Node):
             self.keyed.estimate_bytes() + extra + other_bytes,
         )
 
-    def covers(self, cols: tuple[int, ...], key: Key) -> bool:
+    def covers_step(self, cols: tuple[int, ...], key: Key) -> bool:
         side_cols = self._to_side(cols)
         if not self.partial or side_cols is None or not set(self.side_key) <= set(side_cols):
             return True
