@@ -26,7 +26,7 @@ import pytest
 
 from pomoview.client import Client
 
-from .server_process import VOTES, ServerProcess
+from .server_process import VOTES, ServerProcess, wait_for_flush
 from .votes_model import VotesModel
 
 CLIENTS = 16
@@ -34,6 +34,7 @@ ARTICLES = 1000
 HOT = 40  # the keys every client reads again and again: they stay present
 BUDGET = "1M"
 WARM_UP = 0.3  # of the run: RSS is compared from here on
+MAX_GROWTH = 20 << 20  # of RSS after warm-up
 
 
 def _rss(pid: int) -> int:
@@ -67,8 +68,14 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerPro
             model.apply("article", articles, [])
             for start in range(0, 20_000, 10_000):
                 votes = [{"article_id": rng.randrange(ARTICLES), "user_id": start + j} for j in range(10_000)]
-                db.write("vote", insert=votes)
+                epoch = db.write("vote", insert=votes)
                 model.apply("vote", votes, [])
+            # Misses are Spark jobs over Parquet from the start, not overlays of the log on an
+            # empty store: before this, the first flush landed 35 s into the load, and the CI
+            # run never ran a Spark upquery. A few cold reads warm that path (its imports and
+            # Arrow buffers), so that what RSS does after warm-up is the load's.
+            wait_for_flush(db, epoch)
+            db.lookup_many("articleWithVotes", [{"id": k} for k in range(ARTICLES - 20, ARTICLES)])
         yield server, model
     finally:
         server.stop()
@@ -214,7 +221,9 @@ def _run(loaded: tuple[ServerProcess, VotesModel], seconds: float) -> None:
     assert tally.requests["hit"] > 0 and tally.requests["miss"] > 0 and tally.requests["write"] > 0
     # Flat once warm: the budget bounds the partial state, so what the resident set may still
     # grow by after warm-up is the budget plus the allocators' slack, not the work done.
-    assert max(warm) - warm[0] <= 64 << 20, f"RSS grew {(max(warm) - warm[0]) >> 20} MiB after warm-up"
+    # Measured over a minute: 8 MiB; with every state above the subscribed reader kept (the
+    # leak fixed in dataflow/eviction.py), 25 MiB and growing.
+    assert max(warm) - warm[0] <= MAX_GROWTH, f"RSS grew {(max(warm) - warm[0]) >> 20} MiB after warm-up"
     with server.client() as db:
         ids = list(range(ARTICLES))
         for i in range(0, ARTICLES, 500):
