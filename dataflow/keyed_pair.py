@@ -205,22 +205,35 @@ class KeyedPair(Node):
         self.evict_below(self.output_key_cols(), evicted)
         return len(evicted)
 
+    def _evicted_by(self, port: int, cols: EvictCols, keys: Collection[Key]) -> tuple[list[Key], list[Key]]:
+        """What `on_evict(port, cols, keys)` evicts: (keys of the keyed side, join keys of
+        the other side)."""
+        if port == self.keyed_side:
+            return matching_keys(self.keyed, self.side_key, cols, keys), []
+        js = self._other_keys_matching(cols, keys)
+        evicted = list(
+            dict.fromkeys(project(row, self.side_key) for j in js for row in (self.by_join.get(j) or {}))
+        )
+        return evicted, js
+
     def on_evict(self, port: int, cols: EvictCols, keys: Collection[Key]) -> None:
         assert self.partial, f"eviction reached the full state {self.describe()}"
-        if port == self.keyed_side:
-            evicted = matching_keys(self.keyed, self.side_key, cols, keys)
-        else:
-            js = self._other_keys_matching(cols, keys)
-            evicted = list(
-                dict.fromkeys(
-                    project(row, self.side_key) for j in js for row in (self.by_join.get(j) or {})
-                )
-            )
-            for j in js:
-                self._other_evict(j)
-            self.metrics.evictions += len(js)
+        evicted, js = self._evicted_by(port, cols, keys)
+        for j in js:
+            self._other_evict(j)
+        self.metrics.evictions += len(js)
         self._evict_keyed(evicted)
         self.evict_below(self.output_key_cols(), evicted)
+
+    def reaches_pinned(self, port: int, cols: EvictCols, keys: Collection[Key]) -> bool:
+        if not self.partial:
+            return True
+        evicted, _ = self._evicted_by(port, cols, keys)
+        pinned = self.keyed.pinned
+        return any(k in pinned for k in evicted) or self.pinned_below(self.output_key_cols(), evicted)
+
+    def own_eviction_reaches_pinned(self, keys: Collection[Key]) -> bool:
+        return self.pinned_below(self.output_key_cols(), [k for k in keys if self.keyed.get(k) is not None])
 
     # -- backward ---------------------------------------------------------------------------
 

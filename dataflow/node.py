@@ -236,6 +236,24 @@ class Node:
         assert not self.stateful, f"{self.describe()} keeps state but ignores evictions"
         self.evict_below(cols, keys)
 
+    # Eviction above a key a subscription pins (eviction.py) asks first where it would reach:
+    # each of these mirrors its evicting counterpart and changes nothing.
+
+    def pinned_below(self, cols: EvictCols, keys: Collection[Key]) -> bool:
+        """Whether `evict_below(cols, keys)` would reach a pinned key."""
+        return bool(keys or cols is None) and any(
+            consumer.reaches_pinned(port, cols, keys) for consumer, port in self.consumers
+        )
+
+    def reaches_pinned(self, port: int, cols: EvictCols, keys: Collection[Key]) -> bool:
+        """Whether `on_evict(port, cols, keys)` would reach a pinned key, here or below."""
+        # A state that takes no evictions: as if it were reached, which must not happen.
+        return self.stateful or self.pinned_below(cols, keys)
+
+    def own_eviction_reaches_pinned(self, keys: Collection[Key]) -> bool:
+        """Whether `evict_own(keys)` would reach a pinned key below."""
+        return True
+
     def state_summary(self) -> StateSummary | None:
         """The node's state for Stats (None for a stateless node)."""
         return None
@@ -369,6 +387,16 @@ class KeyedNode(Node):
 
     def eviction_state(self) -> KeyedState | None:
         return self.state if self.partial else None
+
+    def reaches_pinned(self, port: int, cols: EvictCols, keys: Collection[Key]) -> bool:
+        if not self.partial:
+            return True
+        found = matching_keys(self.state, self.key_cols, cols, keys)
+        pinned = self.state.pinned
+        return any(k in pinned for k in found) or self.pinned_below(self.key_cols, found)
+
+    def own_eviction_reaches_pinned(self, keys: Collection[Key]) -> bool:
+        return self.pinned_below(self.key_cols, [k for k in keys if self.state.is_present(k)])
 
     def evict_own(self, keys: Collection[Key]) -> int:
         assert self.partial, f"eviction reached the full state {self.describe()}"

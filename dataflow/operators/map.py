@@ -134,12 +134,17 @@ class Map(Node):
         return out
 
     def on_evict(self, port: int, cols: EvictCols, keys: Collection[Key]) -> None:
+        self.evict_below(*self._below(cols, keys))
+
+    def reaches_pinned(self, port: int, cols: EvictCols, keys: Collection[Key]) -> bool:
+        return self.pinned_below(*self._below(cols, keys))
+
+    def _below(self, cols: EvictCols, keys: Collection[Key]) -> tuple[EvictCols, Collection[Key]]:
         """Input columns -> every output column that copies one of them, plus the constant
         columns (their value is known): so a key below made of copies and constants is
         found exactly. No column copied: the eviction covers every row below."""
         if cols is None:
-            self.evict_below(None, keys)
-            return
+            return None, keys
         out_cols: list[int] = []
         picks: list[int | None] = []  # per output column: the position in the key, or None (constant)
         for o, output in enumerate(self.outputs):
@@ -150,14 +155,13 @@ class Map(Node):
                 out_cols.append(o)
                 picks.append(cols.index(output.index))
         if all(p is None for p in picks):
-            self.evict_below(None, keys)
-            return
+            return None, keys
         constants = [o.value if isinstance(o, Constant) else None for o in self.outputs]
         mapped = [
             tuple(constants[o] if p is None else key[p] for o, p in zip(out_cols, picks, strict=True))
             for key in keys
         ]
-        self.evict_below(tuple(out_cols), mapped)
+        return tuple(out_cols), mapped
 
     def covers_step(self, cols: tuple[int, ...], key: Key) -> bool | Upquery[bool]:
         by_col: dict[int, object] = {}
