@@ -225,12 +225,14 @@ class KeyedPair(Node):
         self._evict_keyed(evicted)
         self.evict_below(self.output_key_cols(), evicted)
 
-    def reaches_pinned(self, port: int, cols: EvictCols, keys: Collection[Key]) -> bool:
+    def pinned_step(
+        self, port: int, cols: EvictCols, keys: Collection[Key]
+    ) -> bool | tuple[EvictCols, Collection[Key]]:
         if not self.partial:
             return True
         evicted, _ = self._evicted_by(port, cols, keys)
         pinned = self.keyed.pinned
-        return any(k in pinned for k in evicted) or self.pinned_below(self.output_key_cols(), evicted)
+        return True if any(k in pinned for k in evicted) else (self.output_key_cols(), evicted)
 
     def own_eviction_reaches_pinned(self, keys: Collection[Key]) -> bool:
         return self.pinned_below(self.output_key_cols(), [k for k in keys if self.keyed.get(k) is not None])

@@ -30,6 +30,7 @@ local ids from the root circuit), assigned when a circuit adopts it.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
@@ -240,15 +241,28 @@ class Node:
     # each of these mirrors its evicting counterpart and changes nothing.
 
     def pinned_below(self, cols: EvictCols, keys: Collection[Key]) -> bool:
-        """Whether `evict_below(cols, keys)` would reach a pinned key."""
-        return bool(keys or cols is None) and any(
-            consumer.reaches_pinned(port, cols, keys) for consumer, port in self.consumers
-        )
+        """Whether `evict_below(cols, keys)` would reach a pinned key. Walks the consumers
+        with a worklist, as `deliver_eviction` does, not a call per operator."""
+        queue: deque[tuple[Node, EvictCols, Collection[Key]]] = deque([(self, cols, keys)])
+        while queue:
+            node, at_cols, at_keys = queue.popleft()
+            if not (at_keys or at_cols is None):
+                continue
+            for consumer, port in node.consumers:
+                step = consumer.pinned_step(port, at_cols, at_keys)
+                if step is True:
+                    return True
+                if step is not False:
+                    queue.append((consumer, *step))
+        return False
 
-    def reaches_pinned(self, port: int, cols: EvictCols, keys: Collection[Key]) -> bool:
-        """Whether `on_evict(port, cols, keys)` would reach a pinned key, here or below."""
+    def pinned_step(
+        self, port: int, cols: EvictCols, keys: Collection[Key]
+    ) -> bool | tuple[EvictCols, Collection[Key]]:
+        """Whether `on_evict(port, cols, keys)` reaches a pinned key here (True), stops here
+        (False), or passes on to this node's consumers the eviction returned."""
         # A state that takes no evictions: as if it were reached, which must not happen.
-        return self.stateful or self.pinned_below(cols, keys)
+        return True if self.stateful else (cols, keys)
 
     def own_eviction_reaches_pinned(self, keys: Collection[Key]) -> bool:
         """Whether `evict_own(keys)` would reach a pinned key below."""
@@ -388,12 +402,14 @@ class KeyedNode(Node):
     def eviction_state(self) -> KeyedState | None:
         return self.state if self.partial else None
 
-    def reaches_pinned(self, port: int, cols: EvictCols, keys: Collection[Key]) -> bool:
+    def pinned_step(
+        self, port: int, cols: EvictCols, keys: Collection[Key]
+    ) -> bool | tuple[EvictCols, Collection[Key]]:
         if not self.partial:
             return True
         found = matching_keys(self.state, self.key_cols, cols, keys)
         pinned = self.state.pinned
-        return any(k in pinned for k in found) or self.pinned_below(self.key_cols, found)
+        return True if any(k in pinned for k in found) else (self.key_cols, found)
 
     def own_eviction_reaches_pinned(self, keys: Collection[Key]) -> bool:
         return self.pinned_below(self.key_cols, [k for k in keys if self.state.is_present(k)])

@@ -136,8 +136,10 @@ class Map(Node):
     def on_evict(self, port: int, cols: EvictCols, keys: Collection[Key]) -> None:
         self.evict_below(*self._below(cols, keys))
 
-    def reaches_pinned(self, port: int, cols: EvictCols, keys: Collection[Key]) -> bool:
-        return self.pinned_below(*self._below(cols, keys))
+    def pinned_step(
+        self, port: int, cols: EvictCols, keys: Collection[Key]
+    ) -> bool | tuple[EvictCols, Collection[Key]]:
+        return self._below(cols, keys)
 
     def _below(self, cols: EvictCols, keys: Collection[Key]) -> tuple[EvictCols, Collection[Key]]:
         """Input columns -> every output column that copies one of them, plus the constant

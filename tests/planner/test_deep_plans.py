@@ -129,6 +129,20 @@ def run_against_the_full_graph(m: Model, view: str, rng: random.Random, rounds: 
     return compared
 
 
+def evict_all_but_a_pinned_key(m: Model) -> None:
+    """Memory pressure with a subscription's pin on one reader key: eviction probes how far
+    each eviction would reach (`Node.pinned_below`) down the whole plan, and evicts the rest."""
+    (reader,) = m.partial.graph.readers.values()
+    present = reader.state.keys()
+    assert present, "the run left no key to pin"
+    pinned = present[0]
+    reader.state.pin(pinned)
+    evicted = m.partial.graph.evict(1 << 40)
+    assert evicted.keys > 0
+    assert pinned in reader.state.keys()
+    m.check_graph()
+
+
 @pytest.mark.parametrize(
     ("text", "view"),
     [(wide(1_000), "w"), (chain(1_000), "r1000")],
@@ -139,6 +153,7 @@ def test_deep_programs_run_under_the_default_recursion_limit(text: str, view: st
     m = Model(compile_program(text))
     with recursion_limit(1_000):
         compared = run_against_the_full_graph(m, view, random.Random(7), rounds=8)
+        evict_all_but_a_pinned_key(m)
     assert compared == 8
     assert any(m.reference(view, ("a",), [(k,)]) != [set()] for k in range(6)), "every answer was empty"
 
