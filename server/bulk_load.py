@@ -1,15 +1,25 @@
 """Bulk import of a CSV, Parquet or JSON-lines file into a source, as Spark jobs (DESIGN §4).
 
-`LoadJob.prepare` reads the file and checks every row against the source's schema without
-taking any scheduler lock; the scheduler then commits the checked rows as one epoch
-(`Scheduler.load`). A file with a row that does not fit is refused whole, naming the first
-such row, `FILE:ROW: reason`, where ROW counts from 1 like an editor's line number: for CSV
-and JSON lines the physical line (the CSV header is line 1, blank lines count), for Parquet
-the row within its file. With a folder of files, FILE is the file holding that row and
-"first" means in file-name order.
+A file with a row that does not fit is refused whole, naming the first such row,
+`FILE:ROW: reason`, where ROW counts from 1 like an editor's line number: for CSV and JSON
+lines the physical line (the CSV header is line 1, blank lines count), for Parquet the row
+within its file. With a folder of files, FILE is the file holding that row and "first" means
+in file-name order.
 
-Passes over the input, each a Spark job in the load's job group (progress is read from
-Spark's status tracker):
+One pass (`plan`, then `run`), a Spark job in the load's job group (progress is read from
+Spark's status tracker), *writing*: it parses and types every row and the store writes them
+as an unpublished part (`SourceStore.stage_load`), while an `Observation` counts the rows.
+Numbering rows would take a pass of its own, so this one does not: a row that does not fit
+fails the job (`raise_error` with `BAD_MARKER`) and the part is deleted; the scheduler then
+publishes nothing and calls `refusal`, which finds the first bad row with the slow pass below.
+A file changed during the load is refused: the stamps (size, modification time) of the files
+Spark read are taken before Spark lists them and again after the pass (`load_files`). A CSV
+header is line 1 of each file, which the pass cannot tell by number: it takes the lines of a
+file's first block that have the text of its first line (read on the driver), and counts them;
+more than one per file (a data line equal to the header) makes `run` discard the part and
+load the file the slow way.
+
+The slow pass (`prepare`), which numbers the rows:
 
 1. CSV and JSON lines only, *counting*: the lines of each file split (a "block" of a file),
    with the smallest `monotonically_increasing_id` in it. Ids are consecutive within a
@@ -17,7 +27,7 @@ Spark's status tracker):
    its file is (lines in the file's earlier blocks) + (id - the block's smallest id) + 1.
    The same scan is planned the same way again in later passes, so the ids agree.
 2. *validating*: parse and type every row; count rows per file and find the first error.
-3. *writing*, run by the store under the scheduler's write lock: the same typed rows again.
+3. (only to load a CSV file whose header text recurs) *writing*: the same typed rows again.
    A row that does not fit, or a file whose size or modification time differs from what
    pass 2 saw, fails that job (`raise_error`), so a file edited during the load is refused
    rather than half loaded.
@@ -32,12 +42,14 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from .errors import FailedPrecondition, InvalidArgument, ServiceError, Unavailable
+from .load_files import FileKey, InputFiles, Stamp, file_key
 from .load_formats import (
     _SPARK_NAMES,
     _col,
@@ -45,7 +57,10 @@ from .load_formats import (
     csv_options,
     csv_rows,
     display_path,
+    fail_at_errors,
     jsonl_rows,
+    parquet_fast,
+    parquet_frame,
     parquet_rows,
     reason,
     resolve_format,
@@ -54,8 +69,11 @@ from .spark_session import SparkSessionLost, spark_error_reason
 from .types import SourceSchema
 
 __all__ = [
+    "BAD_MARKER",
     "CHANGED_MARKER",
+    "BadInput",
     "LoadJob",
+    "Plan",
     "Prepared",
     "Progress",
     "ProgressFn",
@@ -68,6 +86,14 @@ log = logging.getLogger("pomoview.load")
 
 # Marks the failure of a write pass that met a row or a file it did not validate.
 CHANGED_MARKER = "pomoview-load: the input changed after it was validated"
+# Marks the failure of the one pass at a row that does not fit.
+BAD_MARKER = "pomoview-load: a row does not fit its source"
+
+T = TypeVar("T")
+
+
+class BadInput(Exception):
+    """The one pass met a row that does not fit: `LoadJob.refusal` finds out which."""
 
 
 @dataclass(frozen=True)
@@ -75,7 +101,7 @@ class Progress:
     """How far a load is: `fraction` of the whole in [0, 1]; the tasks of the current phase's
     Spark jobs; `rows`, the rows counted so far (0 until the file has been counted)."""
 
-    phase: str  # "counting", "validating" or "writing"
+    phase: str  # "writing" (the one pass); "counting", "validating" (the slow pass)
     tasks_done: int
     tasks_total: int
     fraction: float
@@ -93,6 +119,25 @@ class Prepared:
     rows: DataFrame
     count: int
     path: str
+
+
+@dataclass
+class Plan:
+    """A load's one pass, planned: `rows` are the source's attributes, typed as the store
+    keeps them, read from the files Spark listed (`inputs`); evaluating them fails the job
+    (`BAD_MARKER`) at a row that does not fit. `observation` counts the rows (and, for CSV
+    with a header, the lines taken for headers)."""
+
+    path: str
+    fmt: str
+    options: dict[str, str]
+    source: str
+    schema: SourceSchema
+    rows: DataFrame
+    observation: Observation
+    before: dict[FileKey, Stamp]
+    inputs: list[FileKey] = field(default_factory=list)
+    heads: int | None = None  # files with a header line, for CSV with a header
 
 
 class LoadJob:
@@ -208,7 +253,141 @@ class LoadJob:
             except Exception:  # noqa: BLE001 (progress is best effort; the load reports errors)
                 log.debug("polling the load's progress failed", exc_info=True)
 
-    # -- reading and checking --------------------------------------------------------------
+    # -- the one pass ----------------------------------------------------------------------
+
+    def plan(
+        self, path: str, fmt: str, options: Mapping[str, str], source: str, schema: SourceSchema
+    ) -> Plan:
+        """Plans the load's one pass over `path` without running it (no Spark job, but for
+        the Parquet footers Spark reads for the schema). Raises InvalidArgument for a file
+        that cannot be read or whose columns or CSV header do not fit, Unavailable if Spark
+        fails."""
+        check_path(path)
+        fmt = resolve_format(path, fmt)
+        if fmt != "csv" and options:
+            raise InvalidArgument(f"{fmt} takes no options (given: {', '.join(sorted(options))})")
+        observation = Observation(f"{self.group}-rows")
+        heads: int | None = None
+        with self.failures(path):
+            files = InputFiles(self.spark, path)
+            # Before Spark lists the files: see `load_files`.
+            before = files.stamps()
+            if fmt == "parquet":
+                df = parquet_frame(self.spark, path, schema)
+                observed = df.observe(observation, F.count(F.lit(1)).alias("rows"))
+                rows = parquet_fast(observed, schema, BAD_MARKER)
+                inputs = df.inputFiles()
+            else:
+                lines = self.spark.read.text(path).select(
+                    "value", F.col("_metadata.file_block_start").alias("_block")
+                )
+                inputs = lines.inputFiles()
+                if fmt == "csv":
+                    opts = csv_options(options)
+                    first = {uri: files.first_line(uri) for uri in inputs}
+                    found = {uri: line for uri, line in first.items() if line is not None}
+                    header = opts["header"].lower() == "true"
+                    # Line 1 of a file is in its first block; a later line of that block with
+                    # the same text would be taken too, which the count of header lines shows
+                    # (`run` then numbers the lines to tell them apart).
+                    head = (
+                        (F.col("_block") == 0) & F.col("value").isin(*set(found.values()))
+                        if header and found
+                        else F.lit(False)
+                    )
+                    marked = lines.withColumn("_head", head)
+                    observed = marked.observe(
+                        observation,
+                        F.count_if(~F.col("_head") & (F.col("value") != "")).alias("rows"),
+                        F.count_if(F.col("_head")).alias("heads"),
+                    )
+                    heads = len(found) if header else None
+                    checked = csv_rows(
+                        observed, found if header else {}, opts, source, schema, F.col("_head")
+                    )
+                else:
+                    observed = lines.observe(
+                        observation, F.count_if(F.trim(F.col("value")) != "").alias("rows")
+                    )
+                    checked = jsonl_rows(observed, source, schema)
+                rows = fail_at_errors(checked, schema, BAD_MARKER)
+        return Plan(
+            path=path,
+            fmt=fmt,
+            options=dict(options),
+            source=source,
+            schema=schema,
+            rows=rows,
+            observation=observation,
+            before=before,
+            inputs=[file_key(uri) for uri in inputs],
+            heads=heads,
+        )
+
+    def run(
+        self, plan: Plan, write: Callable[[DataFrame], T], discard: Callable[[T], None]
+    ) -> tuple[T, int]:
+        """The one pass: `write(plan.rows)` (the store writes them as an unpublished part),
+        then the checks that need the pass done; returns (what `write` returned, rows read).
+
+        Raises BadInput if a row does not fit (`write` must leave nothing behind when it
+        raises), FailedPrecondition if a file changed during the pass, and what `failures`
+        turns other errors into. When it raises after `write` returned, it has called
+        `discard` on the result. CSV whose header text recurs in a file's first block is
+        read again the slow way (`prepare`: rows numbered, then written)."""
+        result = self._write(plan.path, write, plan.rows)
+        try:
+            count = self._verify(plan)
+        except BaseException:
+            discard(result)
+            raise
+        if count is None:
+            log.info("the load of %s reads its file again, numbering the lines", plan.path)
+            discard(result)
+            prepared = self.prepare(plan.path, plan.fmt, plan.options, plan.source, plan.schema)
+            result, count = self._write(plan.path, write, prepared.rows), prepared.count
+        self.rows = count
+        return result, count
+
+    def _write(self, path: str, write: Callable[[DataFrame], T], rows: DataFrame) -> T:
+        try:
+            return write(rows)
+        except Exception as err:
+            if not self.cancelled and _caused_by(err, BAD_MARKER):
+                raise BadInput(path) from err
+            if isinstance(err, ServiceError):
+                raise
+            raise self.classify(err, path) from err
+
+    def _verify(self, plan: Plan) -> int | None:
+        """After a pass that went through: the rows it read, or None if the CSV header lines
+        it dropped were more than one per file, or its counts are missing. FailedPrecondition
+        if a file changed."""
+        if self._changed_files(plan):
+            raise self._changed(plan.path)
+        metrics = _observed(plan.observation)
+        if metrics is None or (plan.heads is not None and int(metrics["heads"]) != plan.heads):
+            return None
+        return int(metrics["rows"])
+
+    def _changed_files(self, plan: Plan) -> bool:
+        with self.failures(plan.path):
+            after = InputFiles(self.spark, plan.path).stamps()
+        return any(plan.before.get(k) is None or plan.before.get(k) != after.get(k) for k in plan.inputs)
+
+    def refusal(self, plan: Plan) -> ServiceError:
+        """Why the pass raised BadInput: a file that changed, else the first row that does not
+        fit, found by a pass of its own that numbers the rows (`prepare`)."""
+        try:
+            if self._changed_files(plan):
+                return self._changed(plan.path)
+            self.prepare(plan.path, plan.fmt, plan.options, plan.source, plan.schema)
+        except ServiceError as err:
+            return err
+        # Every row fits now: the file was replaced since the pass.
+        return self._changed(plan.path)
+
+    # -- reading and checking, rows numbered: the slow path ------------------------------
 
     def prepare(
         self, path: str, fmt: str, options: Mapping[str, str], source: str, schema: SourceSchema
@@ -356,3 +535,22 @@ class LoadJob:
             F.col("_before").isNull().alias("_changed"),
         )
         return lines, heads
+
+
+def _caused_by(err: BaseException | None, marker: str) -> bool:
+    """Whether `err`, or an error it was raised from, carries `marker` (a store's write error
+    wraps Spark's)."""
+    while err is not None:
+        if marker in str(err):
+            return True
+        err = err.__cause__ or err.__context__
+    return False
+
+
+def _observed(observation: Observation) -> dict[str, Any] | None:
+    """An observation's metrics, or None when the job left none: Spark's adaptive execution
+    replaces a plan whose shuffle turned out empty, and the counting node with it."""
+    row = observation._jo.getRow() if observation._jo is not None else None
+    if row is None or row.size() == 0:
+        return None
+    return observation.get

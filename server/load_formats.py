@@ -146,17 +146,18 @@ def _first(*errors: Column) -> Column:
 
 
 def _typed_lines(
-    lines: DataFrame, values: Mapping[str, Column], attrs: Sequence[str], errors: Sequence[Column]
+    lines: DataFrame,
+    values: Mapping[str, Column],
+    attrs: Sequence[str],
+    errors: Sequence[Column],
+    keep: Sequence[str],
 ) -> DataFrame:
-    """A text format's rows as `prepare` checks them: the typed attributes, the line's file
-    metadata, its first error, and the raw line (to quote in a refusal)."""
+    """A text format's rows: the typed attributes, the line's own columns `keep` (its file
+    metadata; its number where the lines were counted), its first error, and the raw line
+    (to quote in a refusal)."""
     return lines.select(
         *(values[a].alias(a) for a in attrs),
-        "_file",
-        "_line",
-        "_size",
-        "_mtime",
-        "_changed",
+        *keep,
         _first(*errors).alias("_error"),
         F.col("value").alias("_raw"),
     )
@@ -230,9 +231,11 @@ def csv_rows(
     options: dict[str, str],
     source: str,
     schema: SourceSchema,
+    header_line: Column | None = None,
 ) -> DataFrame:
-    """The typed rows of CSV `lines` (see `bulk_load`'s numbered lines); `heads` is each file's
-    first line, its header when the options say there is one."""
+    """The typed rows of CSV `lines` (`value` and the line's own columns); `heads` is each
+    file's first line, its header when the options say there is one, and `header_line` tells
+    a header line from the others (by default, it is line 1 of numbered lines)."""
     types = dict(schema)
     attrs = [a for a, _ in schema]
     for a, t in schema:
@@ -256,7 +259,8 @@ def csv_rows(
                     f"({', '.join(columns)})"
                 )
         order = columns if columns is not None else attrs
-        data = lines.where((F.col("_line") != 1) & (F.col("value") != ""))
+        first = F.col("_line") == 1 if header_line is None else header_line
+        data = lines.where(~first & (F.col("value") != ""))
     else:
         order = attrs
         data = lines.where(F.col("value") != "")
@@ -272,6 +276,7 @@ def csv_rows(
             "columnNameOfCorruptRecord": "_corrupt",
         },
     )
+    keep = [c for c in lines.columns if c != "value"]
     fields = data.select("*", parsed.alias("_p"))
     values: dict[str, Column] = {}
     errors = [F.when(F.col("_p._corrupt").isNotNull(), _error("fields", None, None))]
@@ -279,7 +284,7 @@ def csv_rows(
         value, error = _from_text(F.col(f"_p._c{i}"), types[name], name)
         values[name] = value
         errors.append(error)
-    return _typed_lines(fields, values, attrs, errors)
+    return _typed_lines(fields, values, attrs, errors, keep)
 
 
 def parse_header(text: str, options: dict[str, str]) -> list[str]:
@@ -335,10 +340,12 @@ def jsonl_rows(lines: DataFrame, source: str, schema: SourceSchema) -> DataFrame
         value, error = _from_json(doc, F.col("value"), t, a)
         values[a] = value
         errors.append(error)
-    return _typed_lines(data, values, attrs, errors)
+    return _typed_lines(data, values, attrs, errors, [c for c in lines.columns if c != "value"])
 
 
-def parquet_rows(spark: SparkSession, path: str, schema: SourceSchema) -> DataFrame:
+def parquet_frame(spark: SparkSession, path: str, schema: SourceSchema) -> DataFrame:
+    """The Parquet file(s) at `path`, refused unless their columns are the source's attributes
+    with types a load accepts."""
     df = spark.read.parquet(path)
     columns = {f.name: f.dataType for f in df.schema.fields}
     attrs = [a for a, _ in schema]
@@ -357,7 +364,13 @@ def parquet_rows(spark: SparkSession, path: str, schema: SourceSchema) -> DataFr
                 f"{path}: column {a!r} holds {columns[a].simpleString()}, but the attribute "
                 f"is {t}"
             )
-    errors = [F.when(_col(a).isNull(), _error("null", a, None)) for a in attrs]
+    return df
+
+
+def parquet_rows(spark: SparkSession, path: str, schema: SourceSchema) -> DataFrame:
+    """The rows of the Parquet file(s) at `path`, numbered, with their first error."""
+    df = parquet_frame(spark, path, schema)
+    errors = [F.when(_col(a).isNull(), _error("null", a, None)) for a, _ in schema]
     return df.select(
         *(_col(a).cast(_SPARK_NAMES[t]).alias(a) for a, t in schema),
         F.col("_metadata.file_path").alias("_file"),
@@ -367,6 +380,36 @@ def parquet_rows(spark: SparkSession, path: str, schema: SourceSchema) -> DataFr
         F.lit(False).alias("_changed"),
         _first(*errors).alias("_error"),
         F.lit(None).cast("string").alias("_raw"),
+    )
+
+
+def parquet_fast(df: DataFrame, schema: SourceSchema, marker: str) -> DataFrame:
+    """The source's attributes from `parquet_frame`'s `df`, failing the job (`raise_error`
+    with `marker`) at a null. A column that already has the attribute's type is not cast,
+    and a column the file declares required is not checked: the read then costs what a
+    plain copy does."""
+    fields = {f.name: f for f in df.schema.fields}
+    values = [
+        _col(a) if fields[a].dataType.simpleString() == _SPARK_NAMES[t] else _col(a).cast(_SPARK_NAMES[t])
+        for a, t in schema
+    ]
+    nullable = [_col(a).isNull() for a, _ in schema if fields[a].nullable]
+    if nullable:
+        bad = nullable[0]
+        for other in nullable[1:]:
+            bad = bad | other
+        first = F.when(bad, F.raise_error(F.lit(marker))).otherwise(values[0])
+        values[0] = first.cast(_SPARK_NAMES[schema[0][1]])
+    return df.select(*(v.alias(a) for v, (a, _) in zip(values, schema, strict=True)))
+
+
+def fail_at_errors(checked: DataFrame, schema: SourceSchema, marker: str) -> DataFrame:
+    """The source's attributes of a text format's typed rows, failing the job (`raise_error`
+    with `marker`) at the first row with an error."""
+    attrs = [a for a, _ in schema]
+    first = F.when(F.col("_error").isNotNull(), F.raise_error(F.lit(marker))).otherwise(_col(attrs[0]))
+    return checked.select(
+        first.cast(_SPARK_NAMES[schema[0][1]]).alias(attrs[0]), *(_col(a) for a in attrs[1:])
     )
 
 
