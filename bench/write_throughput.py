@@ -210,13 +210,14 @@ def preload(
     db: Client, folder: Path, votes: int, articles: int, reps: int, peer: CopyPeer | None
 ) -> dict[str, object]:
     """Bulk-loads `votes` votes from Parquet `reps` times, alternated (A B A B ...) with the
-    peer copying the same file when there is one; returns the medians. A small load (and a
-    small copy) first waits for Spark's start and warms its code, which is not the load's
-    cost. The file is the same each time: the later loads insert tuples already present,
-    which costs a load what the first one did."""
+    peer copying the same file when there is one; returns the medians. A smaller load (and
+    copy) first waits for Spark's start and warms its code, which is not the load's cost.
+    The file is the same each time: the later loads insert tuples already present, which
+    costs a load what the first one did."""
     path = folder / "votes.parquet"
     out = folder / "peer-copy.parquet"
-    for n in (1000, votes):  # user ids below 0: apart from those the writers write
+    # The warm-up load is a tenth of the file: a tiny one left the JIT cold for the first run.
+    for n in (max(1000, votes // 10), votes):  # user ids below 0: apart from the writers' ones
         ids = np.arange(-n, 0, dtype=np.int64)
         pq.write_table(pa.table({"article_id": ids % articles + 1, "user_id": ids}), path)
         if n != votes:
