@@ -612,7 +612,7 @@ def test_a_failed_pass_uses_no_epoch(
 def test_a_staged_load_never_published_is_gone_at_the_next_open(tmp_path: Path, spark: Any) -> None:
     from pomoview.server.source_store import SourceStore
 
-    store = SourceStore(tmp_path / "store", lambda: spark)
+    store = SourceStore(str(tmp_path / "store"), lambda: spark)
     store.ensure_source("s", VOTE)
     rows = spark.createDataFrame([(1, 2), (3, 4)], "article_id long, user_id long")
     staged = store.stage_load("s", rows, 1)
@@ -623,6 +623,6 @@ def test_a_staged_load_never_published_is_gone_at_the_next_open(tmp_path: Path, 
         assert pin.version == 0
         assert store.fetch("s", ("article_id",), [(1,)], at=pin) == (0, [])
     # As after a crash before the publication: the next open deletes it.
-    again = SourceStore(tmp_path / "store", lambda: spark)
+    again = SourceStore(str(tmp_path / "store"), lambda: spark)
     assert again.version == 0
     assert not part.exists()
