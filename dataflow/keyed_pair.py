@@ -28,11 +28,12 @@ A subclass keeps the other side's state and says what a keyed row outputs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from .keyed_state import Key, KeyedState, Row
-from .node import EvictCols, Node, StateSummary, ask_all, group_by_key, matching_keys, project, select_keys
+from .node import EvictCols, Node, StateSummary, group_by_key, matching_keys, project, select_keys
+from .upquery import Upquery, ask_all, grouped, rows
 from .zset import ZSet
 
 
@@ -204,22 +205,35 @@ class KeyedPair(Node):
         self.evict_below(self.output_key_cols(), evicted)
         return len(evicted)
 
+    def _evicted_by(self, port: int, cols: EvictCols, keys: Collection[Key]) -> tuple[list[Key], list[Key]]:
+        """What `on_evict(port, cols, keys)` evicts: (keys of the keyed side, join keys of
+        the other side)."""
+        if port == self.keyed_side:
+            return matching_keys(self.keyed, self.side_key, cols, keys), []
+        js = self._other_keys_matching(cols, keys)
+        evicted = list(
+            dict.fromkeys(project(row, self.side_key) for j in js for row in (self.by_join.get(j) or {}))
+        )
+        return evicted, js
+
     def on_evict(self, port: int, cols: EvictCols, keys: Collection[Key]) -> None:
         assert self.partial, f"eviction reached the full state {self.describe()}"
-        if port == self.keyed_side:
-            evicted = matching_keys(self.keyed, self.side_key, cols, keys)
-        else:
-            js = self._other_keys_matching(cols, keys)
-            evicted = list(
-                dict.fromkeys(
-                    project(row, self.side_key) for j in js for row in (self.by_join.get(j) or {})
-                )
-            )
-            for j in js:
-                self._other_evict(j)
-            self.metrics.evictions += len(js)
+        evicted, js = self._evicted_by(port, cols, keys)
+        for j in js:
+            self._other_evict(j)
+        self.metrics.evictions += len(js)
         self._evict_keyed(evicted)
         self.evict_below(self.output_key_cols(), evicted)
+
+    def reaches_pinned(self, port: int, cols: EvictCols, keys: Collection[Key]) -> bool:
+        if not self.partial:
+            return True
+        evicted, _ = self._evicted_by(port, cols, keys)
+        pinned = self.keyed.pinned
+        return any(k in pinned for k in evicted) or self.pinned_below(self.output_key_cols(), evicted)
+
+    def own_eviction_reaches_pinned(self, keys: Collection[Key]) -> bool:
+        return self.pinned_below(self.output_key_cols(), [k for k in keys if self.keyed.get(k) is not None])
 
     # -- backward ---------------------------------------------------------------------------
 
@@ -236,23 +250,23 @@ class KeyedPair(Node):
         if not self.other_partial:
             self._other_hydrate(self.inputs[1 - self.keyed_side].query((), [()]))
 
-    def _fill(self, missing: list[Key]) -> None:
+    def _fill(self, missing: list[Key]) -> Upquery[None]:
         keyed_input, other_input = self.inputs[self.keyed_side], self.inputs[1 - self.keyed_side]
         if set(self.side_key) == set(self.keyed_on):
             # The join keys are the asked keys: both inputs are asked in the same round.
             need = self._other_missing(_reorder(missing, self.side_key, self.keyed_on))
-            asks: list[Callable[[], object]] = [lambda: keyed_input.query(self.side_key, missing)]
+            asks = [rows(keyed_input, self.side_key, missing)]
             if need:
-                asks.append(lambda: other_input.query_grouped(self.other_on, need))
-            answers = ask_all(asks)  # type: ignore[arg-type]
-            rows = answers[0]
-            other_groups: Mapping[Key, Mapping[Row, int]] = answers[1] if need else {}  # type: ignore[assignment]
+                asks.append(grouped(other_input, self.other_on, need))
+            answers = yield from ask_all(asks)
+            answer: ZSet[Row] = answers[0]
+            other_groups: Mapping[Key, Mapping[Row, int]] = answers[1] if need else {}
         else:
-            rows = keyed_input.query(self.side_key, missing)
-            need = self._other_missing(project(row, self.keyed_on) for row, _ in rows.items())
-            other_groups = other_input.query_grouped(self.other_on, need) if need else {}
+            answer = yield rows(keyed_input, self.side_key, missing)
+            need = self._other_missing(project(row, self.keyed_on) for row, _ in answer.items())
+            other_groups = (yield grouped(other_input, self.other_on, need)) if need else {}
         # Both answers are in: fill both sides (nothing was filled if either raised).
-        for key, got in group_by_key(rows.items(), self.side_key, missing).items():
+        for key, got in group_by_key(answer.items(), self.side_key, missing).items():
             self.keyed.fill(key, got)
             if self.by_join is not self.keyed:
                 for row, weight in got:
@@ -261,7 +275,7 @@ class KeyedPair(Node):
             self._other_fill(j, other_groups[j])
         self.metrics.filled_keys += len(missing)
 
-    def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
+    def upquery(self, cols: tuple[int, ...], keys: Collection[Key]) -> Upquery[ZSet[Row]]:
         side_cols = self._to_side(cols)
         by_key = side_cols is not None and set(side_cols) == set(self.side_key)
         if not by_key:
@@ -275,7 +289,7 @@ class KeyedPair(Node):
         wanted = list(dict.fromkeys(_reorder(keys, side_cols, self.side_key)))
         missing = self.keyed.missing(wanted)
         if missing:
-            self._fill(missing)
+            yield from self._fill(missing)
         out = ZSet()
         for key in wanted:
             for row, weight in (self.keyed.get(key) or {}).items():
@@ -296,7 +310,7 @@ class KeyedPair(Node):
             self.keyed.estimate_bytes() + extra + other_bytes,
         )
 
-    def covers(self, cols: tuple[int, ...], key: Key) -> bool:
+    def covers_step(self, cols: tuple[int, ...], key: Key) -> bool:
         side_cols = self._to_side(cols)
         if not self.partial or side_cols is None or not set(self.side_key) <= set(side_cols):
             return True

@@ -372,6 +372,14 @@ class KeyedState:
             victims += passed[: count - len(victims)]
         return victims
 
+    def pass_over(self, keys: Iterable[Key]) -> None:
+        """Moves present `keys` behind the others, as a sweep does a key read since the last:
+        the next sweeps take other keys first."""
+        groups = self._groups
+        for key in keys:
+            if key in groups:
+                groups[key] = groups.pop(key)
+
     def evict(self, key: Key) -> bool:
         """Makes a present key missing again (partial states only); False if it was missing."""
         assert self.partial, "a full state is never evicted"

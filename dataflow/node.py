@@ -9,6 +9,8 @@ A circuit moves in two directions:
   restricted to rows whose `cols` values are in `keys` (an upquery). A partial
   node fills the missing keys first, asking its inputs in turn; a full node
   answers from its state; a stateless node translates the request to its inputs.
+  A node writes this as its `upquery` step, which asks its inputs by yielding
+  (upquery.py), so a lookup through a plan of any depth takes a few frames.
 
 Both run only on the dataflow thread, between epochs, so an upquery answer is
 a snapshot of the current epoch (Noria invariant 3).
@@ -35,6 +37,7 @@ from typing import Any, ClassVar, Literal
 from .keyed_state import Key, KeyedState, Row
 from .time import Time
 from .trace import TraceReader
+from .upquery import Upquery, all_cover, covered, deliver_eviction, grouped, rows, run
 from .zset import IndexedZSet, ZSet
 
 # What a stream carries at one timestamp.
@@ -116,21 +119,6 @@ class FetchPending(Exception):  # noqa: N818 (a signal, not an error)
         return FetchPending(
             first.source, first.columns, list(first.keys), first.filters, more=requests[1:]
         )
-
-
-def ask_all(asks: Sequence[Callable[[], ZSet[Row]]]) -> list[ZSet[Row]]:
-    """Runs every upquery of `asks` even when some raise FetchPending, then raises one
-    FetchPending with all their requests; else returns their answers in order."""
-    answers: list[ZSet[Row]] = []
-    pending: list[FetchPending] = []
-    for ask in asks:
-        try:
-            answers.append(ask())
-        except FetchPending as err:
-            pending.append(err)
-    if pending:
-        raise FetchPending.merge(pending)
-    return answers
 
 
 @dataclass
@@ -219,6 +207,14 @@ class Node:
     kind: ClassVar[NodeKind] = "operator"
     stateful = False
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # The drivers must stay the drivers: an override of one would call inputs directly
+        # and recurse per operator again (upquery.py), or be bypassed by the steps.
+        super().__init_subclass__(**kwargs)
+        for driver in ("query", "query_grouped", "covers"):
+            if driver in cls.__dict__:
+                raise TypeError(f"{cls.__name__} overrides Node.{driver}; override its step instead")
+
     def __init__(self, schema: tuple[str, ...], inputs: tuple[Node, ...] = ()) -> None:
         self.schema = schema
         self.inputs = inputs
@@ -231,8 +227,7 @@ class Node:
 
     def evict_below(self, cols: EvictCols, keys: Collection[Key]) -> None:
         if keys or cols is None:
-            for consumer, port in self.consumers:
-                consumer.on_evict(port, cols, keys)
+            deliver_eviction(self.consumers, cols, keys)
 
     def on_evict(self, port: int, cols: EvictCols, keys: Collection[Key]) -> None:
         """An input evicted `keys` on `cols` of its output. The default suits stateless
@@ -240,6 +235,24 @@ class Node:
         Extend)."""
         assert not self.stateful, f"{self.describe()} keeps state but ignores evictions"
         self.evict_below(cols, keys)
+
+    # Eviction above a key a subscription pins (eviction.py) asks first where it would reach:
+    # each of these mirrors its evicting counterpart and changes nothing.
+
+    def pinned_below(self, cols: EvictCols, keys: Collection[Key]) -> bool:
+        """Whether `evict_below(cols, keys)` would reach a pinned key."""
+        return bool(keys or cols is None) and any(
+            consumer.reaches_pinned(port, cols, keys) for consumer, port in self.consumers
+        )
+
+    def reaches_pinned(self, port: int, cols: EvictCols, keys: Collection[Key]) -> bool:
+        """Whether `on_evict(port, cols, keys)` would reach a pinned key, here or below."""
+        # A state that takes no evictions: as if it were reached, which must not happen.
+        return self.stateful or self.pinned_below(cols, keys)
+
+    def own_eviction_reaches_pinned(self, keys: Collection[Key]) -> bool:
+        """Whether `evict_own(keys)` would reach a pinned key below."""
+        return True
 
     def state_summary(self) -> StateSummary | None:
         """The node's state for Stats (None for a stateless node)."""
@@ -249,10 +262,32 @@ class Node:
         """The partial state whose keys `evict_own` evicts (None: nothing to evict here)."""
         return None
 
+    # -- upqueries: `query` and friends drive the step methods (`upquery`...) of upquery.py --
+
+    def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
+        """The node's whole current output restricted to rows whose `cols` values are in
+        `keys`, filling missing keys on the way (see the module docstring). Not for
+        overriding: a node's own logic is its `upquery` step."""
+        answer: ZSet[Row] = run(rows(self, cols, keys))
+        return answer
+
     def query_grouped(self, cols: tuple[int, ...], keys: Collection[Key]) -> dict[Key, Mapping[Row, int]]:
-        """`query`'s answer split by key, an entry (maybe empty) per asked key. A node that
-        holds its rows grouped by `cols` answers with its groups, building no row."""
-        return {k: dict(rows) for k, rows in group_by_key(self.query(cols, keys).items(), cols, keys).items()}
+        """`query`'s answer split by key, an entry (maybe empty) per asked key."""
+        answer: dict[Key, Mapping[Row, int]] = run(grouped(self, cols, keys))
+        return answer
+
+    def upquery(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row] | Upquery[ZSet[Row]]:
+        """The step of `query`: the answer, or a generator that yields an `Ask` per input it
+        reads (upquery.py) and returns the answer. Never call an input's step directly."""
+        raise NotImplementedError
+
+    def upquery_grouped(
+        self, cols: tuple[int, ...], keys: Collection[Key]
+    ) -> dict[Key, Mapping[Row, int]] | Upquery[dict[Key, Mapping[Row, int]]]:
+        """The step of `query_grouped`. A node that holds its rows grouped by `cols` answers
+        with its groups, building no row."""
+        answer = yield rows(self, cols, keys)
+        return {k: dict(rows) for k, rows in group_by_key(answer.items(), cols, keys).items()}
 
     def evict_own(self, keys: Collection[Key]) -> int:
         """Evicts `keys` from `eviction_state()` (memory pressure) and what below was derived
@@ -261,12 +296,17 @@ class Node:
 
     def covers(self, cols: tuple[int, ...], key: Key) -> bool:
         """Whether the nearest states above hold `key` on output columns `cols` (Noria
-        invariant 4, prefix presence: a key present below is present above). The default
-        suits stateless nodes that keep their input's columns in place; a full state
-        covers every key."""
+        invariant 4, prefix presence: a key present below is present above). Not for
+        overriding: a node's own logic is its `covers_step`."""
+        answer: bool = run(covered(self, cols, key))
+        return answer
+
+    def covers_step(self, cols: tuple[int, ...], key: Key) -> bool | Upquery[bool]:
+        """The step of `covers`. The default suits stateless nodes that keep their input's
+        columns in place; a full state covers every key."""
         if self.stateful:
             return True
-        return all(node.covers(cols, key) for node in self.inputs)
+        return all_cover(covered(node, cols, key) for node in self.inputs)
 
     def eval(self, inputs: Sequence[Value | None], time: Time) -> Value | None:
         """The node's output at `time`, given its inputs' values at `time`."""
@@ -290,9 +330,6 @@ class Node:
         return ()
 
     def on_delta(self, port: int, delta: ZSet[Row]) -> ZSet[Row]:
-        raise NotImplementedError
-
-    def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
         raise NotImplementedError
 
     def hydrate(self) -> None:
@@ -351,6 +388,16 @@ class KeyedNode(Node):
     def eviction_state(self) -> KeyedState | None:
         return self.state if self.partial else None
 
+    def reaches_pinned(self, port: int, cols: EvictCols, keys: Collection[Key]) -> bool:
+        if not self.partial:
+            return True
+        found = matching_keys(self.state, self.key_cols, cols, keys)
+        pinned = self.state.pinned
+        return any(k in pinned for k in found) or self.pinned_below(self.key_cols, found)
+
+    def own_eviction_reaches_pinned(self, keys: Collection[Key]) -> bool:
+        return self.pinned_below(self.key_cols, [k for k in keys if self.state.is_present(k)])
+
     def evict_own(self, keys: Collection[Key]) -> int:
         assert self.partial, f"eviction reached the full state {self.describe()}"
         evicted = [k for k in keys if self.state.evict(k)]
@@ -358,7 +405,7 @@ class KeyedNode(Node):
         self.evict_below(self.key_cols, evicted)
         return len(evicted)
 
-    def covers(self, cols: tuple[int, ...], key: Key) -> bool:
+    def covers_step(self, cols: tuple[int, ...], key: Key) -> bool:
         if not self.partial or not set(self.key_cols) <= set(cols):
             return True
         return self.state.get(tuple(key[cols.index(c)] for c in self.key_cols)) is not None

@@ -86,3 +86,38 @@ def cid(relation: str, pairs: Iterable[tuple[str, object]]) -> str:
     digest = hashlib.sha256(encode_tuple(relation, pairs)).digest()
     text = base64.b32encode(_CID_PREFIX + digest).decode("ascii").lower().rstrip("=")
     return "b" + text
+
+
+def _read_varint(data: bytes, at: int) -> tuple[int, int] | None:
+    value = shift = 0
+    while at < len(data) and shift < 64:
+        byte = data[at]
+        value |= (byte & 0x7F) << shift
+        at += 1
+        if not byte & 0x80:
+            return value, at
+        shift += 7
+    return None
+
+
+def is_cid(text: str) -> bool:
+    """Whether `text` is a CIDv1 in base32 text, of any codec and multihash: what a cid-typed
+    source attribute may hold (a value written from elsewhere need not be one of ours)."""
+    if len(text) < 2 or text[0] != "b" or not text[1:].isascii() or not text[1:].islower():
+        return False
+    body = text[1:].upper()
+    try:
+        data = base64.b32decode(body + "=" * (-len(body) % 8))
+    except ValueError:
+        return False
+    if base64.b32encode(data).decode("ascii").rstrip("=") != body:
+        return False  # trailing bits set: not the canonical text of these bytes
+    fields: list[int] = []
+    at = 0
+    for _ in range(4):  # version, codec, hash function, digest length
+        read = _read_varint(data, at)
+        if read is None:
+            return False
+        value, at = read
+        fields.append(value)
+    return fields[0] == 1 and len(data) - at == fields[3] and fields[3] > 0

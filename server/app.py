@@ -145,9 +145,6 @@ def serve(
     logging.getLogger("py4j").setLevel(logging.WARNING)
     security = security or ServerSecurity()
     limits = limits or Limits()
-    # An upquery recurses once or twice per operator of the plan it reads: room for the
-    # deepest plan Install accepts (--max-plan-depth).
-    sys.setrecursionlimit(max(sys.getrecursionlimit(), limits.recursion_limit()))
     try:
         # Before anything is written or started: a refused start leaves no trace.
         security.check_host(host)

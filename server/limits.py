@@ -78,17 +78,13 @@ LIMITS: tuple[Limit, ...] = (
         20_000,
         False,
         "the estimated depth of a program's dataflow: operators on the longest chain from a "
-        "relation down to the sources (a rule adds one per body literal, a relation one)",
+        "relation down to the sources (a rule adds one per body literal, a relation one); an "
+        "upquery's memory and time grow with it",
     ),
     Limit("max_lookup_keys", 100_000, False, "keys per Lookup"),
     Limit("max_write_rows", 100_000, False, "rows per Write (inserts and deletes of all sources)"),
 )
 BY_NAME = {limit.name: limit for limit in LIMITS}
-
-# Python frames an upquery may take per level of `max_plan_depth` (measured: 2 per join of a
-# long body, 1.5 per relation of a chain), with room for the frames below the dataflow.
-FRAMES_PER_LEVEL = 4
-BASE_FRAMES = 2_000
 
 
 class LimitConfigError(ValueError):
@@ -140,13 +136,6 @@ class Limits:
             ("grpc.max_receive_message_length", self.max_message_bytes),
             ("grpc.max_send_message_length", self.max_message_bytes),
         ]
-
-    def recursion_limit(self) -> int:
-        """The interpreter's recursion limit a plan of `max_plan_depth` levels needs: an
-        upquery recurses from the reader down through each operator to the sources. Since
-        Python 3.11 a call between Python functions takes no C stack, so this is safe on a
-        thread's default stack."""
-        return BASE_FRAMES + FRAMES_PER_LEVEL * self.max_plan_depth
 
 
 def env_settings() -> dict[str, tuple[str, str]]:

@@ -163,9 +163,12 @@ class LookupRounds(SchedulerState):
             values = packed.get(k)
             groups[k] = IntSet() if values is None else IntSet.of_sorted_unique(values)
         key_pos, value_pos = layout.key_cols[0], layout.value_pos
-        for t, op in self.tail.operations(answer.source, answer.version, self.applied_epoch):
-            group = groups.get((t[key_pos],))
-            if group is None or not matches(t, tests):  # type: ignore[arg-type]
+        operations = self.tail.key_operations(
+            answer.source, (key_pos,), wanted, answer.version, self.applied_epoch
+        )
+        for t, op in operations:
+            group = groups[(t[key_pos],)]
+            if not matches(t, tests):  # type: ignore[arg-type]
                 continue
             value = t[value_pos]
             if op > 0 and value not in group:

@@ -244,13 +244,14 @@ class ViewService(pb_grpc.ViewServiceServicer):
         except ServiceError as err:
             context.abort(getattr(grpc.StatusCode, err.code), err.message)
         except RecursionError:
-            # `serve` sets the recursion limit from --max-plan-depth, which Install checks
-            # against an estimate: this is the estimate falling short.
+            # Upqueries and evictions walk the plan with an explicit stack (dataflow/upquery.py),
+            # so this is a walk that still recurses per operator: a bug, but one a smaller
+            # program avoids, so say so rather than INTERNAL.
             log.exception("recursion limit reached")
             context.abort(
                 grpc.StatusCode.RESOURCE_EXHAUSTED,
-                "the program's dataflow is deeper than the server's recursion limit allows "
-                "(lower --max-plan-depth, env POMOVIEW_MAX_PLAN_DEPTH, refuses such programs at install)",
+                "the program's dataflow is too deep for this server (lower --max-plan-depth, env "
+                "POMOVIEW_MAX_PLAN_DEPTH, refuses such programs at install)",
             )
         except Exception as err:
             log.exception("internal error")

@@ -36,6 +36,8 @@ _SPARK_TYPES: dict[str, Callable[[], DataType]] = {
     "string": StringType,
     "bool": BooleanType,
     "bytes": BinaryType,
+    # A cid is its text (planner/cid.py); the manifest's schema keeps the type apart from string.
+    "cid": StringType,
 }
 _BUCKET = "_bucket"  # a column of every file: the bucket of the row's clustering columns
 _BUCKET_DIR = "_bucket_dir"  # the same, as the folder Spark writes each bucket to
@@ -206,7 +208,7 @@ def _sql_literal(value: Value, type_name: str) -> str:
         return f"CAST('{text}' AS DOUBLE)"
     if type_name == "bool":
         return "TRUE" if value else "FALSE"
-    if type_name == "string":
+    if type_name in ("string", "cid"):
         assert isinstance(value, str)
         return f"CAST(X'{value.encode('utf-8').hex()}' AS STRING)"
     assert isinstance(value, bytes | bytearray)

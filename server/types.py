@@ -12,7 +12,8 @@ from dataclasses import dataclass
 Value = int | float | str | bool | bytes
 Tuple_ = tuple[Value, ...]  # a tuple in the source's declared attribute order
 # A source schema: ordered (attribute name, type name) with type name in
-# {"int", "float", "string", "bool", "bytes"}.
+# {"int", "float", "string", "bool", "bytes", "cid"}. A cid value is its CIDv1 text, a `str`
+# (planner/cid.py), and is stored as a string; only the schema tells it from one.
 SourceSchema = tuple[tuple[str, str], ...]
 
 

@@ -107,7 +107,7 @@ def _decode_value(raw: Any, type_name: str, where: str) -> Value:
         case "float" if type(raw) is int:
             # A float attribute written as a whole number; the value is the same.
             return float(raw)
-        case "string" if type(raw) is str:
+        case "string" | "cid" if type(raw) is str:
             return raw
         case "bool" if type(raw) is bool:
             return raw

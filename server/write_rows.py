@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from pomoview.planner.cid import is_cid
+
 from .errors import InvalidArgument
 from .types import SourceSchema, Tuple_, Value
 
@@ -48,11 +50,21 @@ Rows = Sequence[TypedRow] | ColumnRows
 
 def _coerce(value: TypedValue, expected: str, where: str) -> Value:
     kind, raw = value
+    if expected == "cid" and kind in ("cid", "string"):
+        # A string is accepted where a cid is declared, as a program's string literal is
+        # (planner/validate.py); either must be CID text, which nothing later checks.
+        return _checked_cid(raw, where)
     if kind == expected:
         return raw
     if kind == "int" and expected == "float":
         return float(raw)  # an int literal where a float is declared loses nothing
     raise InvalidArgument(f"{where}: expected {expected}, got {kind} {raw!r}")
+
+
+def _checked_cid(raw: Value, where: str) -> str:
+    if not isinstance(raw, str) or not is_cid(raw):
+        raise InvalidArgument(f"{where}: {raw!r} is not a CID (CIDv1, base32 text)")
+    return raw
 
 
 def typed_tuple(row: TypedRow, schema: SourceSchema, where: str) -> Tuple_:
@@ -100,6 +112,14 @@ def _column_tuples(rows: ColumnRows, schema: SourceSchema, where: str) -> list[T
         column = by_name[attribute]
         if column.type_name == "int" and type_name == "float":
             ordered.append(list(map(float, column.values)))
+        elif type_name == "cid":
+            # Every value's text is checked, not only row 0's: a type says nothing of it.
+            ordered.append(
+                [
+                    _checked_cid(v, f"{where}[{i}]: attribute {attribute!r}")
+                    for i, v in enumerate(column.values)
+                ]
+            )
         else:
             ordered.append(column.values)
     return list(zip(*ordered, strict=True))

@@ -151,7 +151,7 @@ class Aggregate(Node):
         for key, group in parent.query_indexed((), [()]).groups():
             self._update(key, group, ZSet())
 
-    def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
+    def upquery(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
         out: ZSet[Row] = ZSet()
         for row in self.rows.values():
             out.add(row, 1)

@@ -144,7 +144,7 @@ class Child(Node):
         inputs: list[Value | None] = [imp.parent.query((), [()]) for imp in self.imports]
         self.eval(inputs, (0,))
 
-    def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
+    def upquery(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
         raise TypeError("a child's outputs are read through ChildOutput nodes")
 
     def describe(self) -> str:
@@ -163,7 +163,7 @@ class ChildOutput(Node):
         assert isinstance(value, tuple)
         return value[self.index]
 
-    def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
+    def upquery(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
         child = self.inputs[0]
         assert isinstance(child, Child)
         # A copy: the caller may add to its answer, and the totals are the child's state.

@@ -34,7 +34,7 @@ class Consolidate(Node):
         assert isinstance(trace, TraceReader), f"{self.describe()} consolidates a trace"
         return consolidate(trace)
 
-    def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
+    def upquery(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
         trace = getattr(self.inputs[0], "trace", None)
         if not isinstance(trace, TraceReader):
             raise TypeError(f"{self.describe()}: the input keeps no trace to read")

@@ -14,6 +14,7 @@ from collections.abc import Collection, Sequence
 from ..keyed_state import Key, Row
 from ..node import Node, Value, active
 from ..time import Time
+from ..upquery import Upquery, rows
 from ..zset import E, ZSet
 
 
@@ -32,5 +33,5 @@ class Distinct(Node):
         assert isinstance(value, ZSet), f"{self.describe()} takes a ZSet"
         return distinct(value)
 
-    def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
-        return distinct(self.inputs[0].query(cols, keys))
+    def upquery(self, cols: tuple[int, ...], keys: Collection[Key]) -> Upquery[ZSet[Row]]:
+        return distinct((yield rows(self.inputs[0], cols, keys)))

@@ -20,6 +20,7 @@ from collections.abc import Collection
 
 from ..keyed_state import Key, Row
 from ..node import KeyedNode, Node, group_by_key, project, select_keys
+from ..upquery import Upquery, rows
 from ..zset import ZSet
 
 
@@ -53,14 +54,15 @@ class DistinctIncremental(KeyedNode):
                 out.add(row, -1)
         return out
 
-    def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
+    def upquery(self, cols: tuple[int, ...], keys: Collection[Key]) -> Upquery[ZSet[Row]]:
         if not self.partial:
             return select_keys(self.state.as_zset().distinct(), cols, set(keys))
         assert cols == self.key_cols, f"partial distinct queried on {cols}, keyed on {self.key_cols}"
         missing = self.state.missing(keys)
         if missing:
-            for key, rows in group_by_key(self.inputs[0].query(cols, missing).items(), cols, missing).items():
-                self.state.fill(key, rows)
+            answer = yield rows(self.inputs[0], cols, missing)
+            for key, got in group_by_key(answer.items(), cols, missing).items():
+                self.state.fill(key, got)
             self.metrics.filled_keys += len(missing)
         out: ZSet[Row] = ZSet()
         for key in dict.fromkeys(keys):

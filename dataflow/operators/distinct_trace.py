@@ -114,5 +114,5 @@ class DistinctTrace(Node):
     def pending(self) -> Iterable[Time]:
         return self.scheduled.keys()
 
-    def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
+    def upquery(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
         raise TypeError("distinct_trace emits 2-D deltas; query the child circuit's output")

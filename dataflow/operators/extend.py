@@ -18,6 +18,7 @@ from collections.abc import Callable, Collection
 
 from ..keyed_state import Key, Row
 from ..node import Node, select_keys
+from ..upquery import Upquery, covered, rows
 from ..zset import ZSet
 
 
@@ -33,17 +34,17 @@ class Extend(Node):
     def on_delta(self, port: int, delta: ZSet[Row]) -> ZSet[Row]:
         return delta.map(self.apply)
 
-    def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
+    def upquery(self, cols: tuple[int, ...], keys: Collection[Key]) -> Upquery[ZSet[Row]]:
         computed = len(self.schema) - 1
         if computed not in cols:
-            return self.inputs[0].query(cols, keys).map(self.apply)
-        everything = self.inputs[0].query((), [()]).map(self.apply)
+            return (yield rows(self.inputs[0], cols, keys)).map(self.apply)
+        everything = (yield rows(self.inputs[0], (), [()])).map(self.apply)
         return select_keys(everything, cols, set(keys))
 
-    def covers(self, cols: tuple[int, ...], key: Key) -> bool:
+    def covers_step(self, cols: tuple[int, ...], key: Key) -> Upquery[bool]:
         computed = len(self.schema) - 1
         kept = [(c, v) for c, v in zip(cols, key, strict=True) if c != computed]
-        return self.inputs[0].covers(tuple(c for c, _ in kept), tuple(v for _, v in kept))
+        return (yield covered(self.inputs[0], tuple(c for c, _ in kept), tuple(v for _, v in kept)))
 
     def describe(self) -> str:
         return f"Extend({self.schema[-1]}{': ' + self.label if self.label else ''})"

@@ -61,7 +61,7 @@ class Feedback(Node):
     def reset(self) -> None:
         self.held = self.previous = None
 
-    def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
+    def upquery(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
         raise TypeError("a feedback carries the previous iteration's stream, which is not queryable")
 
     def describe(self) -> str:

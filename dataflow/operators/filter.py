@@ -13,6 +13,7 @@ from typing import TypeVar
 
 from ..keyed_state import Key, Row
 from ..node import Node
+from ..upquery import Upquery, rows
 from ..zset import ZSet
 
 E = TypeVar("E", bound=Hashable)
@@ -32,8 +33,8 @@ class Filter(Node):
     def on_delta(self, port: int, delta: ZSet[Row]) -> ZSet[Row]:
         return filter_zset(self.predicate, delta)
 
-    def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
-        return filter_zset(self.predicate, self.inputs[0].query(cols, keys))
+    def upquery(self, cols: tuple[int, ...], keys: Collection[Key]) -> Upquery[ZSet[Row]]:
+        return filter_zset(self.predicate, (yield rows(self.inputs[0], cols, keys)))
 
     def describe(self) -> str:
         return f"Filter({self.label})"

@@ -30,7 +30,7 @@ class Import(Node):
     def eval(self, inputs: Sequence[Value | None], time: Time) -> Value | None:
         return inputs[0]
 
-    def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
+    def upquery(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
         raise TypeError("an import carries 2-D deltas inside its child circuit; query the parent stream")
 
     def describe(self) -> str:

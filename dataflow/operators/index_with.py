@@ -12,6 +12,7 @@ from collections.abc import Callable, Collection, Hashable, Sequence
 from ..keyed_state import Key, Row
 from ..node import Node, Value, active
 from ..time import Time
+from ..upquery import Upquery, indexed, rows, run
 from ..zset import IndexedZSet, ZSet
 
 KeyFn = Callable[[Row], Hashable]
@@ -34,11 +35,17 @@ class IndexWith(Node):
         assert isinstance(delta, ZSet), f"{self.describe()} takes a ZSet"
         return index_with(self.key_fn, delta)
 
-    def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
-        return self.inputs[0].query(cols, keys)
+    def upquery(self, cols: tuple[int, ...], keys: Collection[Key]) -> Upquery[ZSet[Row]]:
+        return (yield rows(self.inputs[0], cols, keys))
 
     def query_indexed(self, cols: tuple[int, ...], keys: Collection[Key]) -> IndexedZSet[Hashable, Row]:
-        return index_with(self.key_fn, self.query(cols, keys))
+        answer: IndexedZSet[Hashable, Row] = run(indexed(self, cols, keys))
+        return answer
+
+    def upquery_indexed(
+        self, cols: tuple[int, ...], keys: Collection[Key]
+    ) -> Upquery[IndexedZSet[Hashable, Row]]:
+        return index_with(self.key_fn, (yield rows(self.inputs[0], cols, keys)))
 
     def describe(self) -> str:
         return f"IndexWith({self.label})"

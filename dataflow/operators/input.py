@@ -26,7 +26,7 @@ class Input(Node):
     def eval(self, inputs: Sequence[Value | None], time: Time) -> Value | None:
         return inputs[0]
 
-    def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
+    def upquery(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
         raise TypeError(f"input {self.source!r} keeps no state to upquery; use a SourceIndex")
 
     def describe(self) -> str:

@@ -18,6 +18,7 @@ from typing import TypeVar
 from ..keyed_state import Key, Row
 from ..node import Node, Value, active
 from ..time import Time
+from ..upquery import Upquery, rows
 from ..zset import ZSet
 
 E = TypeVar("E", bound=Hashable)
@@ -43,8 +44,8 @@ class Inspect(Node):
             self.callback(value, time)
         return value
 
-    def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
-        return self.inputs[0].query(cols, keys)
+    def upquery(self, cols: tuple[int, ...], keys: Collection[Key]) -> Upquery[ZSet[Row]]:
+        return (yield rows(self.inputs[0], cols, keys))
 
     def describe(self) -> str:
         return f"Inspect({self.label})"

@@ -15,6 +15,7 @@ from typing import Any
 from ..keyed_state import Key, Row
 from ..node import Node, Value, active, select_keys
 from ..time import Time
+from ..upquery import Upquery, ask_all, indexed
 from ..zset import IndexedZSet, ZSet
 from .index_with import IndexWith
 
@@ -53,8 +54,9 @@ class JoinStream(Node):
     def idle(self, inputs: Sequence[Value | None], time: Time) -> bool:
         return not all(active(v) for v in inputs)
 
-    def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
+    def upquery(self, cols: tuple[int, ...], keys: Collection[Key]) -> Upquery[ZSet[Row]]:
         left, right = self.inputs
         assert isinstance(left, IndexWith) and isinstance(right, IndexWith), "join_stream reads IndexWith"
-        joined = join_stream(self.join_fn, left.query_indexed((), [()]), right.query_indexed((), [()]))
+        left_rows, right_rows = yield from ask_all([indexed(left, (), [()]), indexed(right, (), [()])])
+        joined = join_stream(self.join_fn, left_rows, right_rows)
         return select_keys(joined, cols, set(keys))  # type: ignore[arg-type]

@@ -74,7 +74,7 @@ class JoinTrace(Node):
     def pending(self) -> Iterable[Time]:
         return self.due.keys()
 
-    def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
+    def upquery(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
         raise TypeError("join_trace is one term of an incremental join; upquery the join's inputs")
 
 

@@ -24,6 +24,7 @@ from typing import TypeVar
 
 from ..keyed_state import Key, PackedGroup, Row
 from ..node import EvictCols, Node, select_keys
+from ..upquery import Upquery, all_cover, covered, grouped, rows
 from ..zset import ZSet
 
 E = TypeVar("E", bound=Hashable)
@@ -81,7 +82,7 @@ class Map(Node):
                 parent_cols.append(out.index)
         return tuple(parent_cols)
 
-    def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
+    def upquery(self, cols: tuple[int, ...], keys: Collection[Key]) -> Upquery[ZSet[Row]]:
         parent_cols = self.translate(cols)
         parent_keys: set[Key] = set()
         for key in keys:
@@ -98,10 +99,12 @@ class Map(Node):
             parent_keys.add(tuple(by_col[pc] for pc in parent_cols))
         if not parent_keys:
             return ZSet()
-        rows = map_zset(self.apply, self.inputs[0].query(parent_cols, parent_keys))
-        return select_keys(rows, cols, set(keys))
+        answer = map_zset(self.apply, (yield rows(self.inputs[0], parent_cols, parent_keys)))
+        return select_keys(answer, cols, set(keys))
 
-    def query_grouped(self, cols: tuple[int, ...], keys: Collection[Key]) -> dict[Key, Mapping[Row, int]]:
+    def upquery_grouped(
+        self, cols: tuple[int, ...], keys: Collection[Key]
+    ) -> dict[Key, Mapping[Row, int]] | Upquery[dict[Key, Mapping[Row, int]]]:
         """When every output column is a constant or a copy of an asked column (a projection
         onto the key, as under `count : vote(article_id: I)`), each key's answer is one row,
         weighted by the size of the input's group: the input's groups are counted, not read."""
@@ -112,11 +115,16 @@ class Map(Node):
             or any(isinstance(self.outputs[c], Constant) for c in cols)
             or not set(copied) <= set(parent_cols)
         ):
-            return super().query_grouped(cols, keys)
+            return super().upquery_grouped(cols, keys)
+        return self._count_groups(keys, cols, parent_cols)
+
+    def _count_groups(
+        self, keys: Collection[Key], cols: tuple[int, ...], parent_cols: tuple[int, ...]
+    ) -> Upquery[dict[Key, Mapping[Row, int]]]:
         at = {pc: i for i, pc in enumerate(parent_cols)}
         parent_of = {key: tuple(key[cols.index(c)] for c in cols) for key in keys}
         # parent_of's tuples are ordered like `cols`, whose copies are `parent_cols` in order.
-        groups = self.inputs[0].query_grouped(parent_cols, set(parent_of.values()))
+        groups = yield grouped(self.inputs[0], parent_cols, set(parent_of.values()))
         out: dict[Key, Mapping[Row, int]] = {}
         for key, parent_key in parent_of.items():
             group = groups[parent_key]
@@ -126,12 +134,17 @@ class Map(Node):
         return out
 
     def on_evict(self, port: int, cols: EvictCols, keys: Collection[Key]) -> None:
+        self.evict_below(*self._below(cols, keys))
+
+    def reaches_pinned(self, port: int, cols: EvictCols, keys: Collection[Key]) -> bool:
+        return self.pinned_below(*self._below(cols, keys))
+
+    def _below(self, cols: EvictCols, keys: Collection[Key]) -> tuple[EvictCols, Collection[Key]]:
         """Input columns -> every output column that copies one of them, plus the constant
         columns (their value is known): so a key below made of copies and constants is
         found exactly. No column copied: the eviction covers every row below."""
         if cols is None:
-            self.evict_below(None, keys)
-            return
+            return None, keys
         out_cols: list[int] = []
         picks: list[int | None] = []  # per output column: the position in the key, or None (constant)
         for o, output in enumerate(self.outputs):
@@ -142,16 +155,15 @@ class Map(Node):
                 out_cols.append(o)
                 picks.append(cols.index(output.index))
         if all(p is None for p in picks):
-            self.evict_below(None, keys)
-            return
+            return None, keys
         constants = [o.value if isinstance(o, Constant) else None for o in self.outputs]
         mapped = [
             tuple(constants[o] if p is None else key[p] for o, p in zip(out_cols, picks, strict=True))
             for key in keys
         ]
-        self.evict_below(tuple(out_cols), mapped)
+        return tuple(out_cols), mapped
 
-    def covers(self, cols: tuple[int, ...], key: Key) -> bool:
+    def covers_step(self, cols: tuple[int, ...], key: Key) -> bool | Upquery[bool]:
         by_col: dict[int, object] = {}
         for c, v in zip(cols, key, strict=True):
             out = self.outputs[c]
@@ -161,7 +173,7 @@ class Map(Node):
             elif out.value != v:
                 return True  # no row ever has this key: nothing above must hold it
         parent_cols = tuple(by_col)
-        return self.inputs[0].covers(parent_cols, tuple(by_col[c] for c in parent_cols))
+        return all_cover([covered(self.inputs[0], parent_cols, tuple(by_col[c] for c in parent_cols))])
 
     def describe(self) -> str:
         return f"Map{self.schema}"
@@ -180,8 +192,8 @@ class MapFn(Node):
     def on_delta(self, port: int, delta: ZSet[Row]) -> ZSet[Row]:
         return map_zset(self.fn, delta)
 
-    def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
-        everything = self.inputs[0].query((), [()])
+    def upquery(self, cols: tuple[int, ...], keys: Collection[Key]) -> Upquery[ZSet[Row]]:
+        everything = yield rows(self.inputs[0], (), [()])
         return select_keys(map_zset(self.fn, everything), cols, set(keys))
 
     def describe(self) -> str:

@@ -13,7 +13,8 @@ from collections.abc import Collection, Hashable
 from typing import TypeVar
 
 from ..keyed_state import Key, Row
-from ..node import Node, ask_all
+from ..node import Node
+from ..upquery import Upquery, ask_all, rows
 from ..zset import ZSet
 
 E = TypeVar("E", bound=Hashable)
@@ -31,7 +32,7 @@ class Minus(Node):
     def on_delta(self, port: int, delta: ZSet[Row]) -> ZSet[Row]:
         return delta if port == 0 else -delta
 
-    def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
+    def upquery(self, cols: tuple[int, ...], keys: Collection[Key]) -> Upquery[ZSet[Row]]:
         a, b = self.inputs
-        first, second = ask_all([lambda: a.query(cols, keys), lambda: b.query(cols, keys)])
+        first, second = yield from ask_all([rows(a, cols, keys), rows(b, cols, keys)])
         return minus(first, second)

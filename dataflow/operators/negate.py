@@ -13,6 +13,7 @@ from typing import TypeVar
 
 from ..keyed_state import Key, Row
 from ..node import Node
+from ..upquery import Upquery, rows
 from ..zset import ZSet
 
 E = TypeVar("E", bound=Hashable)
@@ -29,5 +30,5 @@ class Negate(Node):
     def on_delta(self, port: int, delta: ZSet[Row]) -> ZSet[Row]:
         return negate(delta)
 
-    def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
-        return negate(self.inputs[0].query(cols, keys))
+    def upquery(self, cols: tuple[int, ...], keys: Collection[Key]) -> Upquery[ZSet[Row]]:
+        return negate((yield rows(self.inputs[0], cols, keys)))

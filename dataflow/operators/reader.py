@@ -155,5 +155,5 @@ class Reader(KeyedNode):
             results.append(rows)
         return results
 
-    def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
+    def upquery(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
         raise AssertionError("a reader is a sink; nothing upqueries it")

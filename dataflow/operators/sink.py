@@ -29,5 +29,5 @@ class Sink(Node):
         self.callback(inputs, time)
         return None
 
-    def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
+    def upquery(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
         raise TypeError("a sink has no output to upquery")

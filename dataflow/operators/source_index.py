@@ -25,6 +25,7 @@ from collections.abc import Collection, Mapping
 from ..int_set import IntSet
 from ..keyed_state import Key, KeyedState, PackedRows, Row, RowLayout
 from ..node import Fetch, Filters, KeyedNode, group_by_key, matches, project, select_keys
+from ..upquery import Upquery
 from ..zset import ZSet
 
 
@@ -95,9 +96,11 @@ class SourceIndex(KeyedNode):
                 self.state.fill(key, got)
         self.metrics.filled_keys += len(missing)
 
-    def query_grouped(self, cols: tuple[int, ...], keys: Collection[Key]) -> dict[Key, Mapping[Row, int]]:
+    def upquery_grouped(
+        self, cols: tuple[int, ...], keys: Collection[Key]
+    ) -> dict[Key, Mapping[Row, int]] | Upquery[dict[Key, Mapping[Row, int]]]:
         if not self.state.partial or cols != self.key_cols:
-            return super().query_grouped(cols, keys)
+            return super().upquery_grouped(cols, keys)
         self._fill(cols, keys)
         out = {}
         for key in dict.fromkeys(keys):
@@ -106,7 +109,7 @@ class SourceIndex(KeyedNode):
             out[key] = group
         return out
 
-    def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
+    def upquery(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
         if not self.state.partial:
             return select_keys(self.state.as_zset(), cols, keys)
         assert cols == self.key_cols, f"{self.describe()}: query on {cols}, keyed on {self.key_cols}"

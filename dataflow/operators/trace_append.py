@@ -52,7 +52,7 @@ class TraceAppend(Node):
         batch = query_indexed((), [()]) if query_indexed is not None else parent.query((), [()])
         self.trace.append(batch, self.untimed or (0,))
 
-    def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
+    def upquery(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
         raise TypeError("a trace is read through its trace, not upqueried")
 
     def describe(self) -> str:

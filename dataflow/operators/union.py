@@ -11,11 +11,11 @@ union-buffering problem of partial_state.txt cannot arise). Evictions pass throu
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Collection
 
 from ..keyed_state import Key, Row
-from ..node import Node, ask_all
+from ..node import Node
+from ..upquery import Upquery, ask_all, rows
 from ..zset import ZSet
 
 
@@ -28,9 +28,8 @@ class Union(Node):
     def on_delta(self, port: int, delta: ZSet[Row]) -> ZSet[Row]:
         return delta
 
-    def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
+    def upquery(self, cols: tuple[int, ...], keys: Collection[Key]) -> Upquery[ZSet[Row]]:
         out: ZSet[Row] = ZSet()
-        asks = [functools.partial(node.query, cols, keys) for node in self.inputs]
-        for answer in ask_all(asks):
+        for answer in (yield from ask_all([rows(node, cols, keys) for node in self.inputs])):
             out.extend(answer)
         return out

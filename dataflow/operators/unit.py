@@ -21,6 +21,6 @@ class Unit(Node):
     def on_delta(self, port: int, delta: ZSet[Row]) -> ZSet[Row]:
         return ZSet()
 
-    def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
+    def upquery(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
         unit: Row = ()
         return ZSet({unit: 1})

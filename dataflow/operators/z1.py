@@ -32,5 +32,5 @@ class Z1(Node):
     def busy(self) -> bool:
         return active(self.held)
 
-    def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
+    def upquery(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
         raise TypeError("Z1 carries the previous time's delta, which is not a relation to upquery")

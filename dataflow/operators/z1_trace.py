@@ -29,5 +29,5 @@ class Z1Trace(Node):
         assert isinstance(trace, Trace), f"{self.describe()} delays a trace"
         return z1_trace(trace, time)
 
-    def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
+    def upquery(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
         raise TypeError("a trace is read through its trace, not upqueried")

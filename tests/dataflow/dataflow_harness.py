@@ -77,7 +77,7 @@ class Collect(Node):
         self.deltas.append(ZSet(dict(delta.items())))
         return ZSet()
 
-    def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
+    def upquery(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
         raise AssertionError("nothing upqueries the sink")
 
 

@@ -26,7 +26,7 @@ class Rows(Node):
         super().__init__(("k", "v"))
         self.rows: ZSet[Row] = rows if rows is not None else ZSet()
 
-    def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
+    def upquery(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
         assert cols == () and list(keys) == [()]
         return ZSet(dict(self.rows.items()))
 

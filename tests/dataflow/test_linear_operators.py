@@ -327,7 +327,7 @@ class Table(Node):
         self.rows = rows
         self.asked: list[tuple[tuple[int, ...], list]] = []
 
-    def query(self, cols: tuple[int, ...], keys) -> ZSet:
+    def upquery(self, cols: tuple[int, ...], keys) -> ZSet:
         self.asked.append((cols, list(keys)))
         if not cols:
             return self.rows

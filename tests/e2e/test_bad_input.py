@@ -243,8 +243,8 @@ def test_a_deep_or_wide_bad_program_is_refused_quickly(
 @pytest.mark.parametrize("n", [pytest.param(1_000), pytest.param(5_000, marks=pytest.mark.slow)])
 def test_a_long_relation_chain_compiles_and_answers(votes_server: ServerProcess, seeded: int, n: int) -> None:
     """Each relation reads the one before it: the dataflow is 2n operators deep, and the
-    lookup's upquery recurses through all of them, 3n frames, past Python's default limit of
-    1,000 (`serve` raises it from --max-plan-depth)."""
+    lookup's upquery walks all of them (with an explicit stack: when it recursed, 3n frames
+    went past Python's default limit of 1,000)."""
     chain = ["r0(article_id: A, user_id: U) :- vote(article_id: A, user_id: U)."]
     chain += [
         f"r{i}(article_id: A, user_id: U) :- r{i - 1}(article_id: A, user_id: U)." for i in range(1, n + 1)

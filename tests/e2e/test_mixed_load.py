@@ -26,14 +26,16 @@ import pytest
 
 from pomoview.client import Client
 
-from .server_process import VOTES, ServerProcess
+from .server_process import VOTES, ServerProcess, wait_for_flush
 from .votes_model import VotesModel
 
 CLIENTS = 16
 ARTICLES = 1000
 HOT = 40  # the keys every client reads again and again: they stay present
-BUDGET = "1M"
+BUDGET_BYTES = 256 << 10
+BUDGET = f"{BUDGET_BYTES >> 10}K"
 WARM_UP = 0.3  # of the run: RSS is compared from here on
+MAX_GROWTH = 20 << 20  # of RSS after warm-up
 
 
 def _rss(pid: int) -> int:
@@ -67,8 +69,14 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerPro
             model.apply("article", articles, [])
             for start in range(0, 20_000, 10_000):
                 votes = [{"article_id": rng.randrange(ARTICLES), "user_id": start + j} for j in range(10_000)]
-                db.write("vote", insert=votes)
+                epoch = db.write("vote", insert=votes)
                 model.apply("vote", votes, [])
+            # Misses are Spark jobs over Parquet from the start, not overlays of the log on an
+            # empty store: before this, the first flush landed 35 s into the load, and the CI
+            # run never ran a Spark upquery. A few cold reads warm that path (its imports and
+            # Arrow buffers), so that what RSS does after warm-up is the load's.
+            wait_for_flush(db, epoch)
+            db.lookup_many("articleWithVotes", [{"id": k} for k in range(ARTICLES - 20, ARTICLES)])
         yield server, model
     finally:
         server.stop()
@@ -188,27 +196,64 @@ def _run(loaded: tuple[ServerProcess, VotesModel], seconds: float) -> None:
     for t in threads:
         t.join()
     with server.client() as db:
+        stats = db.stats()
+        print(f"  memory: {stats['memory']}")
+        evicted = 0
+        for n in stats["states"]:  # type: ignore[attr-defined]
+            evicted += n["evictions"]
+            if n["stateful"]:
+                print(
+                    f"  {n['detail'][:50]:<50} {n['present_keys']:>5} keys {n['rows']:>7} rows "
+                    f"~{n['bytes'] >> 10:>5} KiB, {n['evictions']} evicted, {n['dropped']} deltas dropped"
+                )
+        # The budget was reached while the load ran, not only by the full check below.
+        assert evicted > 0, "no key was evicted during the load"
+        # And it holds: the states' estimate is brought under the budget at every round (RSS is
+        # too noisy to show a slow leak of state; this shows one in the minute's run).
+        held = stats["memory"]["partial_state_bytes"]  # type: ignore[index]
+        assert held <= 1.5 * BUDGET_BYTES, f"{held} bytes of partial state under a {BUDGET} budget"
+        # A vote for every article and a new title for each, in one batch: a key the reader
+        # still holds but a state above it lost (an eviction that did not go below, Noria
+        # invariant 4) drops this delta there and answers stale at the check below. Without
+        # it such a key showed only if a client happened to write it afterwards.
+        votes = [{"article_id": a, "user_id": 10**9 + 1} for a in range(ARTICLES)]
+        old = [{"id": i, "title": t} for i, t in sorted(model.articles)]
+        new = [{"id": i, "title": f"{t} final"} for i, t in sorted(model.articles)]
+        db.write_batch({"vote": (votes, []), "article": (new, old)})
+        model.apply("vote", votes, [])
+        model.apply("article", new, old)
         # One more write to a subscribed key: the follower stops at the first change at or
         # after the writers' last epoch, which this one is.
         last = {"article_id": SUBSCRIBED[0], "user_id": 10**9}  # no client writes this user
         tally.last_epoch = db.write("vote", insert=[last])
         model.apply("vote", [last], [])
         stop_at.append(tally.last_epoch)
+        follower.join(timeout=5)
+        if follower.is_alive() and epochs and epochs[-1] >= tally.last_epoch:
+            # Its change arrived before `stop_at` was set: one more change wakes the follower.
+            tally.last_epoch = db.write("vote", delete=[last])
+            model.apply("vote", [], [last])
+            stop_at[0] = tally.last_epoch
     follower.join(timeout=60)
     assert not follower.is_alive(), f"the subscription did not reach epoch {tally.last_epoch}: {epochs[-3:]}"
     latencies = sorted(tally.hit_latencies)
     p99 = latencies[int(0.99 * (len(latencies) - 1))] if latencies else float("nan")
+    p50 = latencies[len(latencies) // 2] if latencies else float("nan")
     warm = [r for t, r in rss if t >= WARM_UP * seconds]
     print(
         f"mixed load, {CLIENTS} clients, {seconds:.0f} s: {sum(tally.requests.values())} requests "
-        f"{dict(tally.requests)}, {len(tally.errors)} errors, hit p99 {p99 * 1000:.1f} ms, "
+        f"{dict(tally.requests)}, {len(tally.errors)} errors, "
+        f"hit p50 {p50 * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms, "
         f"RSS after warm-up {min(warm) / 2**20:.1f}..{max(warm) / 2**20:.1f} MiB"
     )
     assert not tally.errors, tally.errors[:5]
     assert tally.requests["hit"] > 0 and tally.requests["miss"] > 0 and tally.requests["write"] > 0
     # Flat once warm: the budget bounds the partial state, so what the resident set may still
     # grow by after warm-up is the budget plus the allocators' slack, not the work done.
-    assert max(warm) - warm[0] <= 64 << 20, f"RSS grew {(max(warm) - warm[0]) >> 20} MiB after warm-up"
+    # Measured over a minute: 7 MiB. RSS alone does not show the leak fixed in
+    # dataflow/eviction.py (every state above the subscribed reader kept: 1.8 MB of state
+    # after a minute, RSS +7 MiB too); the partial state's estimate, checked below, does.
+    assert max(warm) - warm[0] <= MAX_GROWTH, f"RSS grew {(max(warm) - warm[0]) >> 20} MiB after warm-up"
     with server.client() as db:
         ids = list(range(ARTICLES))
         for i in range(0, ARTICLES, 500):
@@ -221,8 +266,6 @@ def _run(loaded: tuple[ServerProcess, VotesModel], seconds: float) -> None:
         by_row = lambda r: (r["id"], r["title"])  # noqa: E731
         assert sorted((dict(k) for k, n in followed.items() if n), key=by_row) == sorted(expected, key=by_row)
         assert all(n in (0, 1) for n in followed.values()), "a row inserted twice or deleted while absent"
-        memory = db.stats()["memory"]
-        assert memory["eviction_rounds"] > 0, "the budget was never reached"  # type: ignore[index]
 
 
 def test_sixteen_clients_mixed_load(loaded: tuple[ServerProcess, VotesModel]) -> None:

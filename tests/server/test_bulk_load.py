@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pomoview.server.bulk_load import BadInput, LoadJob, Progress, resolve_format
-from pomoview.server.errors import FailedPrecondition, InvalidArgument, NotFound, ServiceError
+from pomoview.server.errors import FailedPrecondition, InvalidArgument, NotFound, ServiceError, Unimplemented
 from pomoview.server.scheduler import Scheduler
 
 VOTE = (("article_id", "int"), ("user_id", "int"))
@@ -445,6 +445,19 @@ def test_writes_wait_for_a_load_in_progress(scheduler: Scheduler, tmp_path: Path
     assert s.lookup("articleWithVotes", [row(id=1)], min_epoch=3)[0][0] == [
         {"id": 1, "title": "a", "votes": 101}
     ]
+
+
+def test_a_source_with_a_cid_attribute_is_refused_before_spark(tmp_path: Path) -> None:
+    def no_spark() -> Any:
+        raise AssertionError("the refusal needs no Spark")
+
+    s = Scheduler(tmp_path / "data", no_spark, flush_interval=3600)
+    s.install("source block(size: int, id: cid).\nview b(id).\nb(id: I, size: S) :- block(id: I, size: S).\n")
+    path = tmp_path / "blocks.csv"
+    path.write_text("size,id\n1,bafkreid7ly5k53yx5chuep3izigln2oixxd7esn67bwobmzc5pw5r2wpqm\n")
+    with pytest.raises(Unimplemented, match="'block' has the cid attribute 'id'"):
+        s.load("block", str(path))
+    s.stop()
 
 
 # -- the one pass ----------------------------------------------------------------------------

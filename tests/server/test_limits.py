@@ -1,22 +1,16 @@
 """The input limits (server/limits.py) and Install's checks (server/program_limits.py), in
-process: parsing the flags, the messages, and the plan depth estimate the recursion limit
-is derived from, measured against the stack a real upquery takes."""
+process: parsing the flags, the messages, and the plan depth estimate. (The stack a deep
+plan's upquery takes: tests/planner/test_deep_plans.py.)"""
 
 from __future__ import annotations
 
-import sys
-import threading
-import time
-from collections.abc import Callable
-from typing import Any
-
 import pytest
 
-from pomoview.planner.compile import ProgramGraph, compile_program
+from pomoview.planner.compile import compile_program
 from pomoview.planner.size import plan_depth
 from pomoview.server import program_limits
 from pomoview.server.errors import ResourceExhausted
-from pomoview.server.limits import BASE_FRAMES, FRAMES_PER_LEVEL, LIMITS, LimitConfigError, Limits
+from pomoview.server.limits import LIMITS, LimitConfigError, Limits
 
 VOTES = """source article(id: int, title: string).
 source vote(article_id: int, user_id: int).
@@ -36,50 +30,6 @@ def chain(n: int) -> str:
     rules = ["r0(a: A, b: B) :- e(a: A, b: B)."]
     rules += [f"r{i}(a: A, b: B) :- r{i - 1}(a: A, b: B), !e(a: B, b: A)." for i in range(1, n + 1)]
     return f"source e(a: int, b: int).\nview r{n}(a).\n" + "\n".join(rules) + "\n"
-
-
-def _rows(source: str, columns: tuple[str, ...], keys: list[Any], filters: Any) -> list[Any]:
-    return []  # an empty store: the upquery still goes all the way down
-
-
-def max_stack(fn: Callable[[], object]) -> int:
-    """The deepest Python stack `fn` reaches, in frames below its caller."""
-    depth = deepest = 0
-
-    def profile(frame: object, event: str, arg: object) -> None:
-        nonlocal depth, deepest
-        if event == "call":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif event == "return":
-            depth -= 1
-
-    sys.setprofile(profile)
-    try:
-        fn()
-    finally:
-        sys.setprofile(None)
-    return deepest
-
-
-@pytest.mark.parametrize(
-    ("text", "view"),
-    [(wide(300), "w"), (chain(150), "r150"), (VOTES, "articleWithVotes")],
-    ids=["300-atom-body", "150-relation-chain", "votes"],
-)
-def test_an_upquery_stays_within_the_frames_the_plan_depth_allows(text: str, view: str) -> None:
-    program = compile_program(text)
-    depth = plan_depth(program.checked)
-    assert depth is not None
-    key = program.views[view]
-    graph = ProgramGraph(program)
-    graph.reader(view, key, _rows)
-    frames = max_stack(lambda: graph.lookup(view, key, [(1,)], _rows))
-    # The estimate must not fall short: `serve` sets the recursion limit from it (with
-    # BASE_FRAMES for the frames below the dataflow, and the reader's own few).
-    print(f"{view}: {frames} frames for a plan depth of {depth.depth}")
-    assert frames <= FRAMES_PER_LEVEL * depth.depth + 50, (frames, depth)
-    assert frames > depth.depth // 2, (frames, depth)  # and it is an estimate of this recursion
 
 
 def test_plan_depth_follows_the_deepest_chain() -> None:
@@ -138,33 +88,3 @@ def test_limits_resolve_from_flags_and_environment() -> None:
     for limit in LIMITS:  # every row has its field, and the flag and variable follow the name
         assert hasattr(Limits(), limit.name)
         assert limit.flag == "--" + limit.name.replace("_", "-")
-    assert Limits(max_plan_depth=100).recursion_limit() == BASE_FRAMES + FRAMES_PER_LEVEL * 100
-
-
-@pytest.mark.slow
-def test_a_5000_atom_body_compiles_and_answers_when_the_limit_allows_it() -> None:
-    """The issue's case past the default --max-rule-atoms: with the limit raised it compiles,
-    and a lookup answers, under the recursion limit `serve` derives from the limits."""
-    limits = Limits(max_rule_atoms=5_000)
-    result: list[object] = []
-
-    def run() -> None:
-        start = time.monotonic()
-        text = wide(5_000)
-        program = compile_program(
-            text, check_parsed=lambda p: program_limits.check_parsed(limits, p, text, "w")
-        )
-        graph = ProgramGraph(program)
-        result.append(graph.lookup("w", ("a",), [(1,)], _rows))
-        result.append(time.monotonic() - start)
-
-    old = sys.getrecursionlimit()
-    sys.setrecursionlimit(limits.recursion_limit())
-    try:
-        thread = threading.Thread(target=run)
-        thread.start()
-        thread.join(timeout=300)
-    finally:
-        sys.setrecursionlimit(old)
-    assert result and result[0] == [[]], result
-    assert isinstance(result[1], float) and result[1] < 120
