@@ -2,17 +2,19 @@
 the real server, on Noria's vote workload.
 
     .venv/bin/python bench/write_throughput.py [--seconds 5] [--writers 1,4] [--batch 1000]
-        [--forms columns,rows] [--reps 2] [--preload 2000000] [--dir /tmp]
+        [--forms columns,rows] [--reps 2] [--preload 2000000] [--load-reps 2] [--no-peer]
+        [--load-only] [--dir /tmp]
 
 Starts `pomoview serve` on a temporary data folder (under --dir) with examples/votes.pomo,
 writes `--articles` articles, bulk-loads `--preload` votes from a Parquet file (`pomoview
-load`, timed: the bulk-load row of the table), and warms the view `articleWithVotes` on
-`--warm` articles. Then for each wire form of a write (`columns`: the client's default,
-typed columns per attribute; `rows`: a map of Value messages per row) and each writer
-count, that many client threads, each with its own connection, write `--batch`-vote
-batches for `--seconds`, timing every write from the call to the acknowledgment (the
-server acknowledges once the batch is fsynced in its write-ahead log; concurrent writers
-share fsyncs). The votes go to every article, warm or not, with user ids never repeated.
+load`, timed: the bulk-load table, `--load-reps` loads of the same file), and warms the
+view `articleWithVotes` on `--warm` articles. Then for each wire form of a write
+(`columns`: the client's default, typed columns per attribute; `rows`: a map of Value
+messages per row) and each writer count, that many client threads, each with its own
+connection, write `--batch`-vote batches for `--seconds`, timing every write from the call
+to the acknowledgment (the server acknowledges once the batch is fsynced in its write-ahead
+log; concurrent writers share fsyncs). The votes go to every article, warm or not, with
+user ids never repeated.
 
 The peer, in the same run and the same folder: one thread appending the same encoded log
 records (`wal.encode_record`) to a file and fsyncing after each one. fsync latency on a
@@ -22,6 +24,12 @@ times, alternating (A B A B ...), and the table shows medians.
 
 Write -> visible: one writer writes one vote for a warm article and looks it up with
 `min_epoch` (read-your-writes), timing the pair; p50 and p99 over `--visible` samples.
+
+The bulk load's peer, in the same run: a hand-written Spark job in the benchmark's process (a
+local session configured as the server's) that reads the same Parquet file and writes it as
+Parquet, the floor of one pass over the input (it neither types, buckets, sorts nor fsyncs).
+Loads and copies alternate (A B A B ...); the table shows medians and the ratio of rows/s.
+`--load-only` stops after the loads.
 
 The flusher (the Spark job moving the log into Parquet) is held off by a long
 --flush-interval, so the numbers are those of the write path alone.
@@ -165,29 +173,103 @@ def run_visible(address: str, samples: int, warm: int, offset: int) -> list[floa
     return out
 
 
-def preload(db: Client, folder: Path, votes: int, articles: int) -> float:
-    """Bulk-loads `votes` votes from Parquet; returns rows/s of the load. A small load first
-    waits for Spark's start, which is not the load's cost."""
-    path = folder / "votes.parquet"
-    for n in (1000, votes):  # user ids below 0: apart from those the writers write
-        ids = np.arange(-n, 0, dtype=np.int64)
-        pq.write_table(pa.table({"article_id": ids % articles + 1, "user_id": ids}), path)
-        if n != votes:
-            db.load("vote", path, timeout=3600)
-    phases: dict[str, float] = {}  # the load's phase -> seconds spent in it
+def _load_once(db: Client, path: Path) -> tuple[int, float, str]:
+    """One `pomoview load` of `path`: (rows, seconds, its phases' spans)."""
+    phases: dict[str, float] = {}  # the load's phase -> when it was first reported
 
     def progress(report: dict[str, object]) -> None:
-        phase = str(report["phase"])
-        phases.setdefault(phase, time.perf_counter())
+        phases.setdefault(str(report["phase"]), time.perf_counter())
 
     t0 = time.perf_counter()
     rows, _ = db.load("vote", path, timeout=3600, progress=progress)
     t1 = time.perf_counter()
-    path.unlink()
     starts = sorted((t, p) for p, t in phases.items()) + [(t1, "")]
     spans = [f"{p} {b - a:.1f} s" for (a, p), (b, _) in zip(starts, starts[1:], strict=False)]
-    print(f"bulk load: {rows:,} rows in {t1 - t0:.1f} s; phases: {', '.join(spans)}", flush=True)
-    return rows / (t1 - t0)
+    return rows, t1 - t0, ", ".join(spans)
+
+
+class CopyPeer:
+    """The floor of one pass: a hand-written Spark job in this process (a local session set up
+    as the server's) that reads the Parquet file and writes it as Parquet, nothing else."""
+
+    def __init__(self) -> None:
+        from pomoview.server.spark_session import create_spark_session
+
+        self.spark = create_spark_session("local[*]")
+
+    def copy(self, path: Path, out: Path) -> float:
+        t0 = time.perf_counter()
+        self.spark.read.parquet(str(path)).write.mode("overwrite").parquet(str(out))
+        return time.perf_counter() - t0
+
+    def stop(self) -> None:
+        self.spark.stop()
+
+
+def preload(
+    db: Client, folder: Path, votes: int, articles: int, reps: int, peer: CopyPeer | None
+) -> dict[str, object]:
+    """Bulk-loads `votes` votes from Parquet `reps` times, alternated (A B A B ...) with the
+    peer copying the same file when there is one; returns the medians. A smaller load (and
+    copy) first waits for Spark's start and warms its code, which is not the load's cost.
+    The file is the same each time: the later loads insert tuples already present, which
+    costs a load what the first one did."""
+    path = folder / "votes.parquet"
+    out = folder / "peer-copy.parquet"
+    # The warm-up load is a tenth of the file: a tiny one left the JIT cold for the first run.
+    for n in (max(1000, votes // 10), votes):  # user ids below 0: apart from the writers' ones
+        ids = np.arange(-n, 0, dtype=np.int64)
+        pq.write_table(pa.table({"article_id": ids % articles + 1, "user_id": ids}), path)
+        if n != votes:
+            db.load("vote", path, timeout=3600)
+            if peer is not None:
+                peer.copy(path, out)
+    loads: list[float] = []
+    copies: list[float] = []
+    rows = 0
+    for rep in range(reps):
+        order = ("load", "peer") if rep % 2 == 0 else ("peer", "load")
+        for what in order:
+            if what == "load":
+                rows, seconds, spans = _load_once(db, path)
+                loads.append(seconds)
+                print(f"bulk load: {rows:,} rows in {seconds:.1f} s; phases: {spans}", flush=True)
+            elif peer is not None:
+                copies.append(peer.copy(path, out))
+                copied = f"{votes:,} rows in {copies[-1]:.1f} s"
+                print(f"peer copy (Spark read + write Parquet): {copied}", flush=True)
+    path.unlink()
+    result: dict[str, object] = {"rows": rows, "load_s": statistics.median(loads), "loads": loads}
+    if copies:
+        result.update(peer_s=statistics.median(copies), copies=copies)
+    return result
+
+
+def load_table(load: dict[str, object]) -> None:
+    rows = int(load["rows"])  # type: ignore[call-overload]
+    load_s = float(load["load_s"])  # type: ignore[arg-type]
+    runs = len(load["loads"])  # type: ignore[arg-type]
+    print(f"bulk load of {rows:,} votes (Parquet), medians of {runs} runs alternated with the peer")
+    print()
+    print("| job | rows | median s | rows/s | runs s | ratio vs peer |")
+    print("|---|---:|---:|---:|---|---:|")
+    peer_s = load.get("peer_s")
+
+    def runs_text(key: str) -> str:
+        return ", ".join(f"{x:.2f}" for x in load[key])  # type: ignore[attr-defined]
+
+    ratio = f"{(rows / load_s) / (rows / float(peer_s)):.2f}x" if peer_s else ""  # type: ignore[arg-type]
+    print(
+        f"| `pomoview load` (server) | {rows:,} | {load_s:.2f} | {rows / load_s:,.0f} | "
+        f"{runs_text('loads')} | {ratio} |"
+    )
+    if peer_s:
+        p = float(peer_s)  # type: ignore[arg-type]
+        print(
+            f"| peer: Spark read + write Parquet | {rows:,} | {p:.2f} | {rows / p:,.0f} | "
+            f"{runs_text('copies')} | 1.00x |"
+        )
+    print()
 
 
 def drains_text(drains: list[float]) -> str:
@@ -206,6 +288,9 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
     parser.add_argument("--articles", type=int, default=1000)
     parser.add_argument("--warm", type=int, default=100, help="articles looked up before writing")
     parser.add_argument("--preload", type=int, default=2_000_000, help="votes bulk-loaded first")
+    parser.add_argument("--load-reps", type=int, default=2, help="bulk loads, alternated with the peer")
+    parser.add_argument("--no-peer", action="store_true", help="no peer copy next to the bulk loads")
+    parser.add_argument("--load-only", action="store_true", help="only the bulk loads (and their peer)")
     parser.add_argument("--visible", type=int, default=200, help="write -> visible samples")
     parser.add_argument("--dir", default=None, help="where the temporary data folder goes")
     parser.add_argument("--flush-interval", type=float, default=3600.0)
@@ -218,6 +303,8 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
     visible: list[float] = []
     drains: list[float] = []  # seconds the dataflow took to catch up after each round
     load_rate = 0.0
+    load: dict[str, object] = {}
+    peer = None if args.no_peer or not args.preload else CopyPeer()
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         folder = Path(tmp)
         server = ServerProcess(folder / "data", program=VOTES, flush_interval=args.flush_interval).start()
@@ -226,7 +313,13 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
                 articles = range(1, args.articles + 1)
                 db.write("article", insert=[{"id": i, "title": f"article {i}"} for i in articles])
                 if args.preload:
-                    load_rate = preload(db, folder, args.preload, args.articles)
+                    load = preload(db, folder, args.preload, args.articles, args.load_reps, peer)
+                    load_rate = int(load["rows"]) / float(load["load_s"])  # type: ignore[call-overload,arg-type]
+                if peer is not None:
+                    peer.stop()
+                if args.load_only:
+                    load_table(load)
+                    return {"load": load, "load_rate": load_rate}
                 for i in range(1, args.warm + 1):
                     db.lookup(VIEW, {"id": i})
             # Warm the server's and the client's code paths before anything is timed.
@@ -282,7 +375,7 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
     print(f"| bare append+fsync loop | 1 | {bare_rate:,.0f} | | | 1.00x | |")
     print()
     if args.preload:
-        print(f"bulk load of {args.preload:,} votes (Parquet, `pomoview load`): {load_rate:,.0f} rows/s")
+        load_table(load)
     print(f"dataflow apply backlog after each round of writer runs, drained in: {drains_text(drains)}")
     print(
         f"write -> visible in a warm view (1 vote, then lookup with min_epoch), {len(visible)} samples: "

@@ -1,15 +1,25 @@
 """Bulk import of a CSV, Parquet or JSON-lines file into a source, as Spark jobs (DESIGN §4).
 
-`LoadJob.prepare` reads the file and checks every row against the source's schema without
-taking any scheduler lock; the scheduler then commits the checked rows as one epoch
-(`Scheduler.load`). A file with a row that does not fit is refused whole, naming the first
-such row, `FILE:ROW: reason`, where ROW counts from 1 like an editor's line number: for CSV
-and JSON lines the physical line (the CSV header is line 1, blank lines count), for Parquet
-the row within its file. With a folder of files, FILE is the file holding that row and
-"first" means in file-name order.
+A file with a row that does not fit is refused whole, naming the first such row,
+`FILE:ROW: reason`, where ROW counts from 1 like an editor's line number: for CSV and JSON
+lines the physical line (the CSV header is line 1, blank lines count), for Parquet the row
+within its file. With a folder of files, FILE is the file holding that row and "first" means
+in file-name order.
 
-Passes over the input, each a Spark job in the load's job group (progress is read from
-Spark's status tracker):
+One pass (`plan`, then `run`), a Spark job in the load's job group (progress is read from
+Spark's status tracker), *writing*: it parses and types every row and the store writes them
+as an unpublished part (`SourceStore.stage_load`), while an `Observation` counts the rows.
+Numbering rows would take a pass of its own, so this one does not: a row that does not fit
+fails the job (`raise_error` with `BAD_MARKER`) and the part is deleted; the scheduler then
+publishes nothing and calls `refusal`, which finds the first bad row with the slow pass below.
+A file changed during the load is refused: the stamps (size, modification time) of the files
+Spark read are taken before Spark lists them and again after the pass (`load_files`). A CSV
+header is line 1 of each file, which the pass cannot tell by number: it takes the lines of a
+file's first block that have the text of its first line (read on the driver), and counts them;
+more than one per file (a data line equal to the header) makes `run` discard the part and
+load the file the slow way.
+
+The slow pass (`prepare`), which numbers the rows:
 
 1. CSV and JSON lines only, *counting*: the lines of each file split (a "block" of a file),
    with the smallest `monotonically_increasing_id` in it. Ids are consecutive within a
@@ -17,90 +27,73 @@ Spark's status tracker):
    its file is (lines in the file's earlier blocks) + (id - the block's smallest id) + 1.
    The same scan is planned the same way again in later passes, so the ids agree.
 2. *validating*: parse and type every row; count rows per file and find the first error.
-3. *writing*, run by the store under the scheduler's write lock: the same typed rows again.
+3. (only to load a CSV file whose header text recurs) *writing*: the same typed rows again.
    A row that does not fit, or a file whose size or modification time differs from what
    pass 2 saw, fails that job (`raise_error`), so a file edited during the load is refused
    rather than half loaded.
 
-Values: CSV fields are text; an int is an optional sign and digits within 64 bits, a float
-is a decimal or scientific number, `inf`, `infinity` or `nan`, a bool is `true` or `false`
-(any case), a string is the field as is (an empty field is ""; a quote inside a quoted field
-is doubled, as RFC 4180 has it). A CSV record is one line: a quoted field cannot hold a line
-break. CSV cannot carry bytes.
-JSON values must have their JSON type: an int is a JSON integer, a float any JSON number,
-a bool `true`/`false`, a string a JSON string, bytes `{"$bytes": "<base64>"}` as in
-`pomoview write`. Parquet columns must have the attribute's type (integer columns are
-widened to int, integer and float columns to float) and no nulls.
+How each format is read and typed, and the values it accepts: `load_formats`.
 """
 
 from __future__ import annotations
 
-import csv
 import logging
-import os
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
-from pathlib import PurePosixPath
-from typing import Any
-from urllib.parse import unquote, urlsplit
-from urllib.request import url2pathname
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import (
-    BinaryType,
-    BooleanType,
-    ByteType,
-    DataType,
-    DoubleType,
-    FloatType,
-    IntegerType,
-    LongType,
-    ShortType,
-    StringType,
-)
 
 from .errors import FailedPrecondition, InvalidArgument, ServiceError, Unavailable
+from .load_files import FileKey, InputFiles, Stamp, file_key
+from .load_formats import (
+    _SPARK_NAMES,
+    _col,
+    check_path,
+    csv_options,
+    csv_rows,
+    display_path,
+    fail_at_errors,
+    jsonl_rows,
+    parquet_fast,
+    parquet_frame,
+    parquet_rows,
+    reason,
+    resolve_format,
+)
 from .spark_session import SparkSessionLost, spark_error_reason
 from .types import SourceSchema
 
+__all__ = [
+    "BAD_MARKER",
+    "CHANGED_MARKER",
+    "BadInput",
+    "LoadJob",
+    "Plan",
+    "Prepared",
+    "Progress",
+    "ProgressFn",
+    "check_path",
+    "csv_options",
+    "resolve_format",
+]
+
 log = logging.getLogger("pomoview.load")
 
-FORMATS = ("csv", "parquet", "jsonl")
-_EXTENSIONS = {
-    ".csv": "csv",
-    ".parquet": "parquet",
-    ".pq": "parquet",
-    ".jsonl": "jsonl",
-    ".ndjson": "jsonl",
-    ".json": "jsonl",
-}
-_COMPRESSED = (".gz", ".bz2", ".deflate", ".zst", ".lz4", ".snappy")
-# CSV options a load accepts: ours (`header`) and the parser's, with their defaults.
-# The escape is the quote: a quote inside a quoted field is doubled (RFC 4180, as spreadsheets
-# and Python's csv module write it).
-CSV_OPTIONS = {"header": "true", "delimiter": ",", "quote": '"', "escape": '"'}
-_CSV_ALIASES = {"sep": "delimiter"}
-
-_INT_RE = r"^[+-]?[0-9]+$"
-_FLOAT_RE = r"^([+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?|(?i:[+-]?(inf|infinity|nan)))$"
-_INT_VARIANTS = ("BIGINT", "INT", "SMALLINT", "TINYINT")
-_BYTES_VARIANT = "OBJECT<`$bytes`: STRING>"
 # Marks the failure of a write pass that met a row or a file it did not validate.
 CHANGED_MARKER = "pomoview-load: the input changed after it was validated"
+# Marks the failure of the one pass at a row that does not fit.
+BAD_MARKER = "pomoview-load: a row does not fit its source"
 
-_PARQUET_TYPES: dict[str, tuple[type[DataType], ...]] = {
-    "int": (LongType, IntegerType, ShortType, ByteType),
-    "float": (DoubleType, FloatType, LongType, IntegerType, ShortType, ByteType),
-    "string": (StringType,),
-    "bool": (BooleanType,),
-    "bytes": (BinaryType,),
-}
-_SPARK_NAMES = {"int": "bigint", "float": "double", "string": "string", "bool": "boolean", "bytes": "binary"}
-_ARTICLES = {"int": "an int", "float": "a float", "string": "a string", "bool": "a bool", "bytes": "bytes"}
+T = TypeVar("T")
+
+
+class BadInput(Exception):
+    """The one pass met a row that does not fit: `LoadJob.refusal` finds out which."""
 
 
 @dataclass(frozen=True)
@@ -108,7 +101,7 @@ class Progress:
     """How far a load is: `fraction` of the whole in [0, 1]; the tasks of the current phase's
     Spark jobs; `rows`, the rows counted so far (0 until the file has been counted)."""
 
-    phase: str  # "counting", "validating" or "writing"
+    phase: str  # "writing" (the one pass); "counting", "validating" (the slow pass)
     tasks_done: int
     tasks_total: int
     fraction: float
@@ -128,154 +121,23 @@ class Prepared:
     path: str
 
 
-def resolve_format(path: str, fmt: str) -> str:
-    """The format named, or the one the file's extension implies."""
-    if fmt:
-        if fmt not in FORMATS:
-            raise InvalidArgument(f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}")
-        return fmt
-    name = PurePosixPath(urlsplit(path).path if "://" in path else path).name.lower()
-    for suffix in _COMPRESSED:
-        if name.endswith(suffix):
-            name = name[: -len(suffix)]
-            break
-    found = _EXTENSIONS.get(PurePosixPath(name).suffix)
-    if found is None:
-        raise InvalidArgument(
-            f"{path}: cannot tell the format from the file name; name it ({', '.join(FORMATS)})"
-        )
-    return found
+@dataclass
+class Plan:
+    """A load's one pass, planned: `rows` are the source's attributes, typed as the store
+    keeps them, read from the files Spark listed (`inputs`); evaluating them fails the job
+    (`BAD_MARKER`) at a row that does not fit. `observation` counts the rows (and, for CSV
+    with a header, the lines taken for headers)."""
 
-
-def check_path(path: str) -> None:
-    """Refuses a relative path, and a local file that is missing or unreadable; other URIs
-    are left to Spark."""
-    if not path:
-        raise InvalidArgument("no file to load was named")
-    parts = urlsplit(path)
-    if parts.scheme and parts.scheme != "file" and len(parts.scheme) > 1:
-        return
-    local = url2pathname(unquote(parts.path)) if parts.scheme == "file" else path
-    if not os.path.isabs(local):
-        raise InvalidArgument(
-            f"{path}: the path must be absolute (the server resolves nothing against its own "
-            "working folder)"
-        )
-    if not os.path.exists(local):
-        raise InvalidArgument(f"{path}: no such file or folder")
-    if not os.access(local, os.R_OK):
-        raise InvalidArgument(f"{path}: not readable by the server")
-
-
-def csv_options(options: Mapping[str, str]) -> dict[str, str]:
-    out = dict(CSV_OPTIONS)
-    for key, value in options.items():
-        name = _CSV_ALIASES.get(key, key)
-        if name not in CSV_OPTIONS:
-            raise InvalidArgument(
-                f"unknown CSV option {key!r}: the options are {', '.join(CSV_OPTIONS)}"
-            )
-        out[name] = value
-    if out["header"].lower() not in ("true", "false"):
-        raise InvalidArgument(f"CSV option header must be true or false, not {out['header']!r}")
-    for name in ("delimiter", "quote", "escape"):
-        if len(out[name]) != 1:
-            raise InvalidArgument(f"CSV option {name} must be one character, not {out[name]!r}")
-    return out
-
-
-def display_path(file: str) -> str:
-    """A file as Spark names it (a URI), shown as a plain path when it is local."""
-    parts = urlsplit(file)
-    if parts.scheme == "file":
-        return url2pathname(unquote(parts.path))
-    return file
-
-
-def _col(name: str) -> Column:
-    return F.col("`" + name.replace("`", "``") + "`")
-
-
-def _first(*errors: Column) -> Column:
-    return F.coalesce(*errors) if len(errors) > 1 else errors[0]
-
-
-def _typed_lines(
-    lines: DataFrame, values: Mapping[str, Column], attrs: Sequence[str], errors: Sequence[Column]
-) -> DataFrame:
-    """A text format's rows as `prepare` checks them: the typed attributes, the line's file
-    metadata, its first error, and the raw line (to quote in a refusal)."""
-    return lines.select(
-        *(values[a].alias(a) for a in attrs),
-        "_file",
-        "_line",
-        "_size",
-        "_mtime",
-        "_changed",
-        _first(*errors).alias("_error"),
-        F.col("value").alias("_raw"),
-    )
-
-
-def _error(problem: Column | str, attr: str | None, text: Column | None) -> Column:
-    return F.struct(
-        (F.lit(problem) if isinstance(problem, str) else problem).alias("problem"),
-        F.lit(attr).cast("string").alias("attr"),
-        (F.lit(None) if text is None else text).cast("string").alias("text"),
-    )
-
-
-def _from_text(text: Column, type_name: str, attr: str) -> tuple[Column, Column]:
-    """A CSV field as `type_name`: (value, error or null)."""
-    ok: Column
-    if type_name == "int":
-        value = text.try_cast("bigint")
-        problem = F.when(~F.coalesce(text.rlike(_INT_RE), F.lit(False)), "type").when(
-            value.isNull(), "range"
-        )
-        return value, F.when(problem.isNotNull(), _error(problem, attr, text))
-    if type_name == "float":
-        value = text.try_cast("double")
-        ok = F.coalesce(text.rlike(_FLOAT_RE), F.lit(False)) & value.isNotNull()
-    elif type_name == "bool":
-        lower = F.lower(text)
-        value = lower == F.lit("true")
-        ok = F.coalesce(lower.isin("true", "false"), F.lit(False))
-    elif type_name == "string":
-        return F.coalesce(text, F.lit("")), F.lit(None)
-    else:
-        raise InvalidArgument(f"attribute {attr!r} is {type_name}, which CSV cannot hold")
-    return value, F.when(~ok, _error("type", attr, text))
-
-
-def _from_json(doc: Column, line: Column, type_name: str, attr: str) -> tuple[Column, Column]:
-    """A JSON object's attribute as `type_name`: (value, error or null; absence is checked
-    elsewhere)."""
-    path = f"$.{attr}"
-    item = F.try_variant_get(doc, path, "variant")
-    kind = F.schema_of_variant(item)
-    if type_name == "int":
-        ok = kind.isin(*_INT_VARIANTS)
-        value = F.try_variant_get(doc, path, "bigint")
-    elif type_name == "float":
-        ok = kind.isin("DOUBLE", "FLOAT", *_INT_VARIANTS) | kind.startswith("DECIMAL")
-        value = F.try_variant_get(doc, path, "double")
-    elif type_name == "string":
-        ok = kind == F.lit("STRING")
-        value = F.try_variant_get(doc, path, "string")
-    elif type_name == "bool":
-        ok = kind == F.lit("BOOLEAN")
-        value = F.try_variant_get(doc, path, "boolean")
-    elif type_name == "bytes":
-        value = F.try_to_binary(F.try_variant_get(doc, f"$.{attr}['$bytes']", "string"), F.lit("base64"))
-        ok = (kind == F.lit(_BYTES_VARIANT)) & value.isNotNull()
-    else:
-        raise InvalidArgument(f"attribute {attr!r} has type {type_name}, which a load cannot hold")
-    # The variant keeps numbers as decimals (3.0 becomes 3): show the number as written.
-    shown = F.when(
-        kind.startswith("DECIMAL") | (kind == F.lit("DOUBLE")), F.get_json_object(line, path)
-    ).otherwise(F.to_json(item))
-    return value, F.when(item.isNotNull() & ~F.coalesce(ok, F.lit(False)), _error("type", attr, shown))
+    path: str
+    fmt: str
+    options: dict[str, str]
+    source: str
+    schema: SourceSchema
+    rows: DataFrame
+    observation: Observation
+    before: dict[FileKey, Stamp]
+    inputs: list[FileKey] = field(default_factory=list)
+    heads: int | None = None  # files with a header line, for CSV with a header
 
 
 class LoadJob:
@@ -391,7 +253,141 @@ class LoadJob:
             except Exception:  # noqa: BLE001 (progress is best effort; the load reports errors)
                 log.debug("polling the load's progress failed", exc_info=True)
 
-    # -- reading and checking --------------------------------------------------------------
+    # -- the one pass ----------------------------------------------------------------------
+
+    def plan(
+        self, path: str, fmt: str, options: Mapping[str, str], source: str, schema: SourceSchema
+    ) -> Plan:
+        """Plans the load's one pass over `path` without running it (no Spark job, but for
+        the Parquet footers Spark reads for the schema). Raises InvalidArgument for a file
+        that cannot be read or whose columns or CSV header do not fit, Unavailable if Spark
+        fails."""
+        check_path(path)
+        fmt = resolve_format(path, fmt)
+        if fmt != "csv" and options:
+            raise InvalidArgument(f"{fmt} takes no options (given: {', '.join(sorted(options))})")
+        observation = Observation(f"{self.group}-rows")
+        heads: int | None = None
+        with self.failures(path):
+            files = InputFiles(self.spark, path)
+            # Before Spark lists the files: see `load_files`.
+            before = files.stamps()
+            if fmt == "parquet":
+                df = parquet_frame(self.spark, path, schema)
+                observed = df.observe(observation, F.count(F.lit(1)).alias("rows"))
+                rows = parquet_fast(observed, schema, BAD_MARKER)
+                inputs = df.inputFiles()
+            else:
+                lines = self.spark.read.text(path).select(
+                    "value", F.col("_metadata.file_block_start").alias("_block")
+                )
+                inputs = lines.inputFiles()
+                if fmt == "csv":
+                    opts = csv_options(options)
+                    first = {uri: files.first_line(uri) for uri in inputs}
+                    found = {uri: line for uri, line in first.items() if line is not None}
+                    header = opts["header"].lower() == "true"
+                    # Line 1 of a file is in its first block; a later line of that block with
+                    # the same text would be taken too, which the count of header lines shows
+                    # (`run` then numbers the lines to tell them apart).
+                    head = (
+                        (F.col("_block") == 0) & F.col("value").isin(*set(found.values()))
+                        if header and found
+                        else F.lit(False)
+                    )
+                    marked = lines.withColumn("_head", head)
+                    observed = marked.observe(
+                        observation,
+                        F.count_if(~F.col("_head") & (F.col("value") != "")).alias("rows"),
+                        F.count_if(F.col("_head")).alias("heads"),
+                    )
+                    heads = len(found) if header else None
+                    checked = csv_rows(
+                        observed, found if header else {}, opts, source, schema, F.col("_head")
+                    )
+                else:
+                    observed = lines.observe(
+                        observation, F.count_if(F.trim(F.col("value")) != "").alias("rows")
+                    )
+                    checked = jsonl_rows(observed, source, schema)
+                rows = fail_at_errors(checked, schema, BAD_MARKER)
+        return Plan(
+            path=path,
+            fmt=fmt,
+            options=dict(options),
+            source=source,
+            schema=schema,
+            rows=rows,
+            observation=observation,
+            before=before,
+            inputs=[file_key(uri) for uri in inputs],
+            heads=heads,
+        )
+
+    def run(
+        self, plan: Plan, write: Callable[[DataFrame], T], discard: Callable[[T], None]
+    ) -> tuple[T, int]:
+        """The one pass: `write(plan.rows)` (the store writes them as an unpublished part),
+        then the checks that need the pass done; returns (what `write` returned, rows read).
+
+        Raises BadInput if a row does not fit (`write` must leave nothing behind when it
+        raises), FailedPrecondition if a file changed during the pass, and what `failures`
+        turns other errors into. When it raises after `write` returned, it has called
+        `discard` on the result. CSV whose header text recurs in a file's first block is
+        read again the slow way (`prepare`: rows numbered, then written)."""
+        result = self._write(plan.path, write, plan.rows)
+        try:
+            count = self._verify(plan)
+        except BaseException:
+            discard(result)
+            raise
+        if count is None:
+            log.info("the load of %s reads its file again, numbering the lines", plan.path)
+            discard(result)
+            prepared = self.prepare(plan.path, plan.fmt, plan.options, plan.source, plan.schema)
+            result, count = self._write(plan.path, write, prepared.rows), prepared.count
+        self.rows = count
+        return result, count
+
+    def _write(self, path: str, write: Callable[[DataFrame], T], rows: DataFrame) -> T:
+        try:
+            return write(rows)
+        except Exception as err:
+            if not self.cancelled and _caused_by(err, BAD_MARKER):
+                raise BadInput(path) from err
+            if isinstance(err, ServiceError):
+                raise
+            raise self.classify(err, path) from err
+
+    def _verify(self, plan: Plan) -> int | None:
+        """After a pass that went through: the rows it read, or None if the CSV header lines
+        it dropped were more than one per file, or its counts are missing. FailedPrecondition
+        if a file changed."""
+        if self._changed_files(plan):
+            raise self._changed(plan.path)
+        metrics = _observed(plan.observation)
+        if metrics is None or (plan.heads is not None and int(metrics["heads"]) != plan.heads):
+            return None
+        return int(metrics["rows"])
+
+    def _changed_files(self, plan: Plan) -> bool:
+        with self.failures(plan.path):
+            after = InputFiles(self.spark, plan.path).stamps()
+        return any(plan.before.get(k) is None or plan.before.get(k) != after.get(k) for k in plan.inputs)
+
+    def refusal(self, plan: Plan) -> ServiceError:
+        """Why the pass raised BadInput: a file that changed, else the first row that does not
+        fit, found by a pass of its own that numbers the rows (`prepare`)."""
+        try:
+            if self._changed_files(plan):
+                return self._changed(plan.path)
+            self.prepare(plan.path, plan.fmt, plan.options, plan.source, plan.schema)
+        except ServiceError as err:
+            return err
+        # Every row fits now: the file was replaced since the pass.
+        return self._changed(plan.path)
+
+    # -- reading and checking, rows numbered: the slow path ------------------------------
 
     def prepare(
         self, path: str, fmt: str, options: Mapping[str, str], source: str, schema: SourceSchema
@@ -405,14 +401,16 @@ class LoadJob:
             raise InvalidArgument(f"{fmt} takes no options (given: {', '.join(sorted(options))})")
         with self.failures(path):
             if fmt == "parquet":
-                checked = self._parquet(path, schema)
+                checked = parquet_rows(self.spark, path, schema)
                 validating = (0.0, 0.5)
             else:
                 lines, heads = self._numbered_lines(path)
                 if fmt == "csv":
-                    checked = self._csv(lines, heads, csv_options(options), source, schema)
+                    checked = csv_rows(lines, heads, csv_options(options), source, schema)
+                    if csv_options(options)["header"].lower() == "true":
+                        self.rows -= len(heads)
                 else:
-                    checked = self._jsonl(lines, source, schema)
+                    checked = jsonl_rows(lines, source, schema)
                 validating = (0.3, 0.65)
             self.write_from = validating[1]
             with self.phase("validating", *validating):
@@ -436,7 +434,7 @@ class LoadJob:
         if bad:
             file, first = bad[0]
             raise InvalidArgument(
-                f"{display_path(file)}:{first['_line']}: {self._reason(first, fmt, source, schema, options)}"
+                f"{display_path(file)}:{first['_line']}: {reason(first, fmt, source, schema, options)}"
             )
         self.rows = sum(int(f["rows"]) for f in files)
         expected = self.spark.createDataFrame(
@@ -538,184 +536,21 @@ class LoadJob:
         )
         return lines, heads
 
-    def _csv(
-        self,
-        lines: DataFrame,
-        heads: Mapping[str, str],
-        options: dict[str, str],
-        source: str,
-        schema: SourceSchema,
-    ) -> DataFrame:
-        types = dict(schema)
-        attrs = [a for a, _ in schema]
-        for a, t in schema:
-            if t not in ("int", "float", "string", "bool"):
-                raise InvalidArgument(
-                    f"source {source!r} has the {t} attribute {a!r}, which CSV cannot hold; "
-                    "load it from Parquet or JSON lines"
-                )
-        header = options["header"].lower() == "true"
-        if header:
-            columns: list[str] | None = None
-            for file, head in sorted(heads.items()):
-                names = self._parse_header(head, options)
-                where = f"{display_path(file)}:1"
-                self._check_header(names, attrs, source, where)
-                if columns is None:
-                    columns = names
-                elif names != columns:
-                    raise InvalidArgument(
-                        f"{where}: the header ({', '.join(names)}) differs from the other files' "
-                        f"({', '.join(columns)})"
-                    )
-            order = columns if columns is not None else attrs
-            self.rows -= len(heads)
-            data = lines.where((F.col("_line") != 1) & (F.col("value") != ""))
-        else:
-            order = attrs
-            data = lines.where(F.col("value") != "")
-        ddl = ", ".join(f"_c{i} STRING" for i in range(len(order))) + ", _corrupt STRING"
-        parsed = F.from_csv(
-            F.col("value"),
-            ddl,
-            {
-                "sep": options["delimiter"],
-                "quote": options["quote"],
-                "escape": options["escape"],
-                "mode": "PERMISSIVE",
-                "columnNameOfCorruptRecord": "_corrupt",
-            },
-        )
-        fields = data.select("*", parsed.alias("_p"))
-        values: dict[str, Column] = {}
-        errors = [F.when(F.col("_p._corrupt").isNotNull(), _error("fields", None, None))]
-        for i, name in enumerate(order):
-            value, error = _from_text(F.col(f"_p._c{i}"), types[name], name)
-            values[name] = value
-            errors.append(error)
-        return _typed_lines(fields, values, attrs, errors)
 
-    @staticmethod
-    def _parse_header(text: str, options: dict[str, str]) -> list[str]:
-        text = text.removeprefix("\ufeff")  # a byte-order mark is not part of the first name
-        try:
-            rows = list(
-                csv.reader(
-                    [text],
-                    delimiter=options["delimiter"],
-                    quotechar=options["quote"],
-                    escapechar=None if options["escape"] == options["quote"] else options["escape"],
-                )
-            )
-        except csv.Error as err:
-            raise InvalidArgument(f"the header line cannot be parsed: {err}") from None
-        return rows[0] if rows else []
-
-    @staticmethod
-    def _check_header(names: list[str], attrs: list[str], source: str, where: str) -> None:
-        seen: set[str] = set()
-        for n in names:
-            if n in seen:
-                raise InvalidArgument(f"{where}: column {n!r} appears twice in the header")
-            seen.add(n)
-        missing = [a for a in attrs if a not in seen]
-        extra = [n for n in names if n not in attrs]
-        problems = []
-        if missing:
-            problems.append(f"missing column {', '.join(repr(a) for a in missing)}")
-        if extra:
-            problems.append(f"unknown column {', '.join(repr(n) for n in extra)}")
-        if problems:
-            raise InvalidArgument(
-                f"{where}: {'; '.join(problems)} (source {source!r} has {', '.join(attrs)}; "
-                "without a header line, pass the option header=false)"
-            )
-
-    def _jsonl(self, lines: DataFrame, source: str, schema: SourceSchema) -> DataFrame:
-        attrs = [a for a, _ in schema]
-        data = lines.where(F.trim(F.col("value")) != "")
-        doc = F.try_parse_json(F.col("value"))
-        keys = F.json_object_keys(F.col("value"))
-        extra = F.array_except(keys, F.array(*(F.lit(a) for a in attrs)))
-        errors = [
-            F.when(doc.isNull(), _error("json", None, None)),
-            F.when(keys.isNull(), _error("object", None, None)),
-            F.when(F.size(extra) > 0, _error("extra", None, F.element_at(extra, 1))),
-        ]
-        errors += [F.when(~F.array_contains(keys, a), _error("missing", a, None)) for a in attrs]
-        values: dict[str, Column] = {}
-        for a, t in schema:
-            value, error = _from_json(doc, F.col("value"), t, a)
-            values[a] = value
-            errors.append(error)
-        return _typed_lines(data, values, attrs, errors)
-
-    def _parquet(self, path: str, schema: SourceSchema) -> DataFrame:
-        df = self.spark.read.parquet(path)
-        columns = {f.name: f.dataType for f in df.schema.fields}
-        attrs = [a for a, _ in schema]
-        missing = [a for a in attrs if a not in columns]
-        extra = [c for c in columns if c not in attrs]
-        if missing or extra:
-            problems = []
-            if missing:
-                problems.append(f"missing column {', '.join(repr(a) for a in missing)}")
-            if extra:
-                problems.append(f"unknown column {', '.join(repr(c) for c in extra)}")
-            raise InvalidArgument(f"{path}: {'; '.join(problems)} (the source has {', '.join(attrs)})")
-        for a, t in schema:
-            if not isinstance(columns[a], _PARQUET_TYPES[t]):
-                raise InvalidArgument(
-                    f"{path}: column {a!r} holds {columns[a].simpleString()}, but the attribute "
-                    f"is {t}"
-                )
-        errors = [F.when(_col(a).isNull(), _error("null", a, None)) for a in attrs]
-        return df.select(
-            *(_col(a).cast(_SPARK_NAMES[t]).alias(a) for a, t in schema),
-            F.col("_metadata.file_path").alias("_file"),
-            (F.col("_metadata.row_index") + 1).alias("_line"),
-            F.col("_metadata.file_size").alias("_size"),
-            F.unix_micros(F.col("_metadata.file_modification_time")).alias("_mtime"),
-            F.lit(False).alias("_changed"),
-            _first(*errors).alias("_error"),
-            F.lit(None).cast("string").alias("_raw"),
-        )
-
-    @staticmethod
-    def _reason(
-        first: Any, fmt: str, source: str, schema: SourceSchema, options: Mapping[str, str]
-    ) -> str:
-        error = first["_error"]
-        problem, attr, text = error["problem"], error["attr"], error["text"]
-        types = dict(schema)
-        if problem == "fields":
-            opts = csv_options(options)
-            try:
-                reader = csv.reader([first["_raw"]], delimiter=opts["delimiter"], quotechar=opts["quote"])
-                n = len(next(reader))
-            except (csv.Error, StopIteration):
-                n = -1
-            has = f"has {n} fields" if n >= 0 else "has the wrong number of fields"
-            return f"{has}, expected {len(schema)}"
-        if problem == "json":
-            return "not valid JSON (or a key appears twice)"
-        if problem == "object":
-            return "not a JSON object"
-        if problem == "extra":
-            return f"unknown attribute {text!r} (source {source!r} has {', '.join(types)})"
-        if problem == "missing":
-            return f"missing attribute {attr!r}"
-        if problem == "null":
-            return f"attribute {attr!r} is null"
-        shown = _shorten(text if fmt == "jsonl" else repr(text if text is not None else ""))
-        if problem == "range":
-            return f"attribute {attr!r}: {shown} is outside the 64-bit int range"
-        expected = _ARTICLES[types[attr]]
-        if types[attr] == "bytes":
-            expected += ' ({"$bytes": "<base64>"})'
-        return f"attribute {attr!r}: {shown} is not {expected}"
+def _caused_by(err: BaseException | None, marker: str) -> bool:
+    """Whether `err`, or an error it was raised from, carries `marker` (a store's write error
+    wraps Spark's)."""
+    while err is not None:
+        if marker in str(err):
+            return True
+        err = err.__cause__ or err.__context__
+    return False
 
 
-def _shorten(text: str, limit: int = 80) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
+def _observed(observation: Observation) -> dict[str, Any] | None:
+    """An observation's metrics, or None when the job left none: Spark's adaptive execution
+    replaces a plan whose shuffle turned out empty, and the counting node with it."""
+    row = observation._jo.getRow() if observation._jo is not None else None
+    if row is None or row.size() == 0:
+        return None
+    return observation.get

@@ -294,16 +294,19 @@ class Scheduler(WritePath, LookupRounds, Flusher, TimePath):
         """Imports a CSV, Parquet or JSON-lines file into `source` as one epoch; returns
         (rows in the file, epoch). Duplicates and rows already present are fine (sets).
 
-        The file is read and checked by Spark jobs outside every lock (`bulk_load`); a row
-        that does not fit is refused with its `FILE:ROW` and reason, and nothing changes.
-        Then, under the flusher's lock and the write lock, so that no flush or write
-        interleaves: an empty marker record for the load's epoch E goes through the log (it
-        settles every write submitted before, and keeps E from being reused whatever
-        happens next, restart included); once the dataflow has applied every earlier batch,
-        the log tail is flushed into the store, and the store writes the rows as one part of
-        inserts at E and publishes it as version E, atomically (a crash before that leaves
-        nothing). The marker never reaches the dataflow: a failure after it leaves E an
-        empty epoch. Writes wait while this runs; lookups go on, at the epoch before E.
+        The file is read once, by one Spark job (`bulk_load`), under the flusher's lock and
+        the write lock, so that no flush or write interleaves: the load's epoch E is the next
+        one and nothing else can take it while the locks are held, so the job types every
+        row and writes them as the store's part of inserts at E, durable but unpublished.
+        A row that does not fit fails that job, and nothing changes: the locks are released,
+        and a pass of its own (outside them) names the first such row, `FILE:ROW` and reason.
+        A file changed during the pass is refused. Then an empty marker record for E goes
+        through the log (it settles every write submitted before, and keeps E from being
+        reused whatever happens next, restart included); once the dataflow has applied every
+        earlier batch, the log tail is flushed into the store, and the store publishes the
+        part as version E, atomically (a crash before that leaves nothing, and the next open
+        deletes the part). The marker never reaches the dataflow: a failure after it leaves
+        E an empty epoch. Writes wait while this runs; lookups go on, at the epoch before E.
 
         The dataflow is brought up to date by dropping every circuit: operator state is a
         cache of the base relations, and the next lookup rebuilds and upqueries the store,
@@ -344,19 +347,45 @@ class Scheduler(WritePath, LookupRounds, Flusher, TimePath):
             with deadline(
                 spark, self.spark_timeouts.write, f"the load's check of {path}", WRITE_SETTING  # type: ignore[arg-type]
             ):
-                prepared = job.prepare(path, fmt, dict(options or {}), source, schema)
-            if prepared.count == 0:
+                plan = job.plan(path, fmt, dict(options or {}), source, schema)
+            try:
+                with job.phase("writing", 0.0, 1.0):
+                    loaded = self._load_locked(job, plan)
+            except bulk_load.BadInput:
+                # Outside the locks: the pass that names the bad row reads the whole file.
+                with deadline(
+                    spark, self.spark_timeouts.write, f"the load's check of {path}", WRITE_SETTING  # type: ignore[arg-type]
+                ):
+                    refusal = job.refusal(plan)
+                raise refusal from None
+        if loaded[0]:
+            self.metrics.epochs_committed.inc()
+        return loaded
+
+    def _load_locked(self, job: bulk_load.LoadJob, plan: bulk_load.Plan) -> tuple[int, int]:
+        """`load` under the flusher's lock and the write lock: the load's epoch E is the next
+        one, and stays free while the locks are held, so the one pass writes its part at E;
+        then the marker, the log's tail, and the part's publication (see `load`)."""
+        source, path = plan.source, plan.path
+        # The flusher's lock first (it takes the write lock inside): no flush runs meanwhile.
+        with self._flushing, self._write_lock:
+            now = self.program
+            if uses_time(now):
+                raise FailedPrecondition(_NO_LOAD_WITH_TIME.format(source=source))
+            if now is None or source not in now.checked.sources or now.source_schema(source) != plan.schema:
+                raise FailedPrecondition(
+                    f"the program changed during the load of {source!r}; nothing was loaded"
+                )
+            epoch = max(self._last_assigned, self.durable_epoch) + 1
+            staged, count = job.run(
+                plan,
+                lambda rows: self.store.stage_load(source, rows, epoch),
+                self.store.discard_load,
+            )
+            if count == 0 or staged is None:
+                self.store.discard_load(staged)
                 return 0, self.durable_epoch
-            # The flusher's lock first (it takes the write lock inside): no flush runs meanwhile.
-            with self._flushing, self._write_lock:
-                now = self.program
-                if uses_time(now):
-                    raise FailedPrecondition(_NO_LOAD_WITH_TIME.format(source=source))
-                if now is None or source not in now.checked.sources or now.source_schema(source) != schema:
-                    raise FailedPrecondition(
-                        f"the program changed during the load of {source!r}; nothing was loaded"
-                    )
-                epoch = max(self._last_assigned, self.durable_epoch) + 1
+            try:
                 try:
                     marker = self.wal.submit(LoggedBatch(epoch, {}))
                     self._last_assigned = epoch
@@ -373,19 +402,22 @@ class Scheduler(WritePath, LookupRounds, Flusher, TimePath):
                 with job.failures(path):
                     # The store's epochs stay contiguous: the log's batches go in below the load.
                     self.store.flush([b for b in pending if b.epoch > self.store.version])
+            except BaseException:
+                self.store.discard_load(staged)
+                raise
 
-                    @contextlib.contextmanager
-                    def publishing() -> Iterator[None]:
-                        with self._dataflow:
-                            yield  # the store publishes version `epoch` here
-                            self.tail.trim_through(epoch)
-                            self._reset_graph()
-                            self.durable_epoch = self.applied_epoch = epoch
-                            self._seq += 2  # the epoch moved too: no lock-free read spans it
-                            self._dataflow.notify_all()
+            @contextlib.contextmanager
+            def publishing() -> Iterator[None]:
+                with self._dataflow:
+                    yield  # the store publishes version `epoch` here
+                    self.tail.trim_through(epoch)
+                    self._reset_graph()
+                    self.durable_epoch = self.applied_epoch = epoch
+                    self._seq += 2  # the epoch moved too: no lock-free read spans it
+                    self._dataflow.notify_all()
 
-                    with job.phase("writing", job.write_from, 1.0):
-                        self.store.load(source, prepared.rows, epoch, publishing())
-                self.wal.truncate_through(epoch)
-        self.metrics.epochs_committed.inc()
-        return prepared.count, epoch
+            with job.failures(path):
+                self.store.publish_load(staged, publishing())
+            self.wal.truncate_through(epoch)
+            return count, epoch
+

@@ -56,7 +56,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -93,6 +93,15 @@ from .store_manifest import StoreWriteError
 from .types import LoggedBatch, SourceSchema, Value
 
 log = logging.getLogger("pomoview.store")
+
+
+@dataclass(frozen=True)
+class StagedLoad:
+    """A bulk load's part, written and durable but not published (`SourceStore.stage_load`)."""
+
+    source: str
+    epoch: int
+    part: _Part
 
 
 class SourceStore(StoreCompaction):
@@ -368,50 +377,98 @@ class SourceStore(StoreCompaction):
         publishing: AbstractContextManager[Any] | None = None,
     ) -> int:
         """Bulk import: write `rows` (the source's attributes, by name, typed as stored) as
-        one new part of inserts at `epoch`, then publish it as version `epoch`.
-
-        `epoch` must exceed `version`: flush the log up to it first. The manifest is
-        replaced inside `publishing` (a context manager, if given), which the caller uses to
-        update its own state at the same moment. If this raises before that, the store is
-        unchanged (the part is left unlisted and removed at the next open). The part is
-        written from the DataFrame by Spark, like a flush part but without collecting rows to
-        the driver: one file per bucket of the clustering columns, each sorted.
-        """
+        one new part of inserts at `epoch`, then publish it as version `epoch`: `stage_load`
+        then `publish_load`, with no other manifest writer in between (an empty `rows`
+        publishes the version with no part)."""
         with self._flush_lock:
+            staged = self._stage(source, rows, epoch)
+            return self._publish_staged(source, epoch, staged, publishing)
+
+    def stage_load(self, source: str, rows: DataFrame, epoch: int) -> StagedLoad | None:
+        """The writing half of `load`: `rows` as one part of inserts at `epoch`, durable (files
+        and folders fsynced) but not listed by the manifest, so invisible, and deleted at the
+        next open if it is never published. None if `rows` is empty. Runs beside the other
+        manifest writers; `publish_load` checks that `epoch` still follows the store's version.
+        If this raises (`StoreWriteError`, `SparkTimeout`), nothing it wrote is left behind.
+
+        The part is written from the DataFrame by Spark, like a flush part but without
+        collecting rows to the driver: one file per bucket of the clustering columns, each
+        sorted."""
+        part = self._stage(source, rows, epoch)
+        return None if part is None else StagedLoad(source, epoch, part)
+
+    def publish_load(
+        self, staged: StagedLoad, publishing: AbstractContextManager[Any] | None = None
+    ) -> int:
+        """Publishes a staged load's part as version `staged.epoch`, which must exceed
+        `version`: flush the log up to it first. The manifest is replaced inside `publishing`
+        (a context manager, if given), which the caller uses to update its own state at the
+        same moment. If this raises before that, the store is unchanged and the part deleted."""
+        with self._flush_lock:
+            return self._publish_staged(staged.source, staged.epoch, staged.part, publishing)
+
+    def discard_load(self, staged: StagedLoad | None) -> None:
+        """Deletes a staged load's part that will not be published (best effort: the next
+        open deletes what is left)."""
+        if staged is not None:
+            self._discard_parts([(staged.source, staged.part.name)])
+
+    def _stage(self, source: str, rows: DataFrame, epoch: int) -> _Part | None:
+        current = self._current()
+        if epoch <= current.version:
+            raise ValueError(f"epoch {epoch} does not follow epoch {current.version} in the store")
+        state = self._state(current, source)
+        cluster = self._cluster_for(source, state)
+        buckets = state.buckets
+        attrs = [_col(a) for a, _ in state.schema]
+        ops = rows.select(*attrs)
+        # The constant columns after the shuffle: they would cost its rows a third more bytes.
+        ops = ops.repartition(buckets, *(_col(c) for c in cluster)) if cluster else ops.coalesce(1)
+        ops = ops.select(
+            *attrs,
+            F.lit(epoch).cast(LongType()).alias("_epoch"),
+            F.lit(1).cast(ByteType()).alias("_op"),
+        )
+        return self._write_part(
+            source,
+            f"{_PART_PREFIX}{epoch:020d}-{epoch:020d}-l{uuid.uuid4().hex[:8]}",
+            state.schema,
+            ops,
+            cluster=cluster,
+            buckets=buckets,
+            epochs=(epoch, epoch),
+            rows=None,
+            compacted=False,
+            inserts_only=True,
+            kind="load",
+            what=f"the load of {source!r} at epoch {epoch}",
+        )
+
+    def _publish_staged(
+        self,
+        source: str,
+        epoch: int,
+        part: _Part | None,
+        publishing: AbstractContextManager[Any] | None,
+    ) -> int:
+        """`publish_load` under the manifest writers' lock."""
+        try:
             current = self._current()
             if epoch <= current.version:
                 raise ValueError(f"epoch {epoch} does not follow epoch {current.version} in the store")
             state = self._state(current, source)
-            cluster = self._cluster_for(source, state)
-            buckets = state.buckets
-            ops = rows.select(
-                *(_col(a) for a, _ in state.schema),
-                F.lit(epoch).cast(LongType()).alias("_epoch"),
-                F.lit(1).cast(ByteType()).alias("_op"),
+        except BaseException:
+            if part is not None:
+                self._discard_parts([(source, part.name)])
+            raise
+        sources = dict(current.sources)
+        parts = state.parts if part is None else (*state.parts, part)
+        sources[source] = replace(state, parts=parts, cluster=self._persisted(source, state))
+        with publishing if publishing is not None else contextlib.nullcontext():
+            self._publish_written(
+                _Snapshot(version=epoch, sources=sources), f"the load of {source!r} at epoch {epoch}"
             )
-            ops = ops.repartition(buckets, *(_col(c) for c in cluster)) if cluster else ops.coalesce(1)
-            part = self._write_part(
-                source,
-                f"{_PART_PREFIX}{epoch:020d}-{epoch:020d}-l{uuid.uuid4().hex[:8]}",
-                state.schema,
-                ops,
-                cluster=cluster,
-                buckets=buckets,
-                epochs=(epoch, epoch),
-                rows=None,
-                compacted=False,
-                inserts_only=True,
-                kind="load",
-                what=f"the load of {source!r} at epoch {epoch}",
-            )
-            sources = dict(current.sources)
-            parts = state.parts if part is None else (*state.parts, part)
-            sources[source] = replace(state, parts=parts, cluster=self._persisted(source, state))
-            with publishing if publishing is not None else contextlib.nullcontext():
-                self._publish_written(
-                    _Snapshot(version=epoch, sources=sources), f"the load of {source!r} at epoch {epoch}"
-                )
-            return epoch
+        return epoch
 
     def _write_part(
         self,

@@ -92,7 +92,7 @@ def test_loads_csv_jsonl_and_parquet(env: Env, spark: Any) -> None:
         epoch += 1
         env.model.apply("vote", loaded, [])
         assert reports and reports[-1]["fraction"] == 1.0
-        assert {"counting", "validating", "writing"} <= {r["phase"] for r in reports}
+        assert {r["phase"] for r in reports} - {"reading"} == {"writing"}  # one pass
         env.check_views(db, epoch)
 
         # A write between loads, deleting some loaded votes.

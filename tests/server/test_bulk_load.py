@@ -11,9 +11,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
-from pomoview.server.bulk_load import LoadJob, Progress, resolve_format
+from pomoview.server.bulk_load import BadInput, LoadJob, Progress, resolve_format
 from pomoview.server.errors import FailedPrecondition, InvalidArgument, NotFound, ServiceError, Unimplemented
 from pomoview.server.scheduler import Scheduler
 
@@ -23,11 +25,19 @@ VOTES_PROGRAM = (Path(__file__).resolve().parents[2] / "examples" / "votes.pomo"
 
 
 def prepare(spark: Any, path: Path | str, schema: Any = VOTE, fmt: str = "", **options: str) -> list[tuple]:
-    """The rows a load of `path` would write, sorted; raises what the load raises."""
+    """The rows a load of `path` would write, sorted; raises what the load raises. The load's
+    one pass (`plan`, `run`; a bad row: `refusal`), and the slow pass that numbers the rows
+    (`prepare`), which must agree with it."""
     with LoadJob(spark) as job:
+        plan = job.plan(str(path), fmt, options, "src", schema)
+        try:
+            rows, count = job.run(plan, lambda df: sorted(tuple(r) for r in df.collect()), lambda _: None)
+        except BadInput:
+            raise job.refusal(plan) from None
+        assert count == job.rows == len(rows)
         prepared = job.prepare(str(path), fmt, options, "src", schema)
-        rows = sorted(tuple(r) for r in prepared.rows.collect())
-        assert prepared.count == job.rows
+        assert sorted(tuple(r) for r in prepared.rows.collect()) == rows
+        assert prepared.count == count
         return rows
 
 
@@ -389,7 +399,7 @@ def test_failed_store_write_publishes_nothing(
     def broken(*args: Any, **kwargs: Any) -> int:
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(s.store, "load", broken)
+    monkeypatch.setattr(s.store, "publish_load", broken)
     with pytest.raises(ServiceError, match="disk on fire") as err:
         s.load("vote", str(path))
     assert err.value.code == "UNAVAILABLE"
@@ -407,14 +417,14 @@ def test_writes_wait_for_a_load_in_progress(scheduler: Scheduler, tmp_path: Path
     path.write_text("article_id,user_id\n" + "".join(f"1,{u}\n" for u in range(100)))
     in_write_phase = threading.Event()
     release = threading.Event()
-    real_load = s.store.load
+    real_load = s.store.stage_load
 
-    def slow_load(*args: Any, **kwargs: Any) -> int:
+    def slow_load(*args: Any, **kwargs: Any) -> Any:
         in_write_phase.set()
         release.wait(30)
         return real_load(*args, **kwargs)
 
-    s.store.load = slow_load  # type: ignore[method-assign]
+    s.store.stage_load = slow_load  # type: ignore[method-assign]
     result: list[Any] = []
     loader = threading.Thread(target=lambda: result.append(s.load("vote", str(path))))
     loader.start()
@@ -448,3 +458,184 @@ def test_a_source_with_a_cid_attribute_is_refused_before_spark(tmp_path: Path) -
     with pytest.raises(Unimplemented, match="'block' has the cid attribute 'id'"):
         s.load("block", str(path))
     s.stop()
+
+
+# -- the one pass ----------------------------------------------------------------------------
+
+
+def test_the_first_bad_row_is_named_whichever_the_pass_met(
+    spark: Any, tmp_path: Path, small_splits: None
+) -> None:
+    # Many blocks over parallel tasks: the one pass fails at whichever bad row a task meets
+    # first, the refusal still names the file's first.
+    path = tmp_path / "v.csv"
+    lines = ["article_id,user_id"] + [f"{i % 7},{i}" for i in range(3000)]
+    lines[2900] = "x,1"
+    lines[2500] = "2,y"
+    lines[700] = "3"
+    path.write_text("\n".join(lines) + "\n")
+    assert refused(spark, path) == f"{path}:701: has 1 fields, expected 2"
+
+
+def test_a_header_line_repeated_in_the_first_block_is_data(spark: Any, tmp_path: Path) -> None:
+    # The one pass takes a first-block line with the header's text for the header; a second
+    # such line makes the load number its lines instead.
+    strings = (("a", "string"), ("b", "string"))
+    path = tmp_path / "s.csv"
+    path.write_text("a,b\nx,y\na,b\nz,w\n")
+    assert prepare(spark, path, strings) == [("a", "b"), ("x", "y"), ("z", "w")]
+    votes = tmp_path / "v.csv"
+    votes.write_text("article_id,user_id\n1,2\n3,4\n5,6\narticle_id,user_id\n7,8\n")
+    assert refused(spark, votes) == f"{votes}:5: attribute 'article_id': 'article_id' is not an int"
+
+
+def test_headers_of_a_folder_of_files_and_a_compressed_file(spark: Any, tmp_path: Path) -> None:
+    import gzip
+
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    (folder / "a.csv").write_text("article_id,user_id\n1,2\n")
+    (folder / "b.csv").write_text("\ufeffuser_id,article_id\r\n4,3\r\n")
+    with pytest.raises(InvalidArgument, match="differs from the other files'"):
+        prepare(spark, folder, fmt="csv")
+    (folder / "b.csv").write_text("\ufeffarticle_id,user_id\r\n3,4\r\n")
+    with gzip.open(folder / "c.csv.gz", "wt") as f:
+        f.write("article_id,user_id\n5,6\n")
+    assert prepare(spark, folder, fmt="csv") == [(1, 2), (3, 4), (5, 6)]
+
+
+def _stamps_move(path: Path) -> None:
+    """Rewrites `path` with other rows of the same size, and a modification time apart."""
+    stat = path.stat()
+    path.write_text(path.read_text().replace("1,2", "2,1"))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 2_000_000_000))
+
+
+def test_a_file_changed_before_the_pass_is_refused(spark: Any, tmp_path: Path) -> None:
+    path = tmp_path / "v.csv"
+    path.write_text("article_id,user_id\n1,2\n3,4\n")
+    with LoadJob(spark) as job:
+        plan = job.plan(str(path), "", {}, "src", VOTE)
+        _stamps_move(path)
+        with pytest.raises(FailedPrecondition, match="changed while it was being loaded"):
+            job.run(plan, lambda df: df.collect(), lambda _: None)
+
+
+def test_a_file_changed_during_the_pass_is_refused_and_its_part_discarded(
+    scheduler: Scheduler, tmp_path: Path
+) -> None:
+    s = scheduler
+    epoch = s.write([("article", [row(id=1, title="a")], [])])
+    path = tmp_path / "v.parquet"
+    pq.write_table(pa.table({"article_id": [1, 1, 1], "user_id": [1, 2, 3]}), path)
+    real = s.store.stage_load
+
+    def stage_then_change(*args: Any, **kwargs: Any) -> Any:
+        staged = real(*args, **kwargs)
+        os.utime(path, ns=(0, path.stat().st_mtime_ns + 2_000_000_000))
+        return staged
+
+    s.store.stage_load = stage_then_change  # type: ignore[method-assign]
+    with pytest.raises(FailedPrecondition, match="changed while it was being loaded"):
+        s.load("vote", str(path))
+    assert s.stats().durable_epoch == epoch
+    assert [p.name for p in (tmp_path / "data" / "store" / "vote").iterdir()] == []
+    assert votes_of(s, 1) == [{"id": 1, "title": "a", "votes": 0}]
+
+
+def test_progress_of_the_one_pass(scheduler: Scheduler, tmp_path: Path) -> None:
+    s = scheduler
+    path = tmp_path / "v.csv"
+    path.write_text("article_id,user_id\n" + "".join(f"{i},{i}\n" for i in range(500)))
+    reports: list[Progress] = []
+    assert s.load("vote", str(path), progress=reports.append) == (500, 1)
+    # "reading" until the pass starts, then the one pass: no counting, no validating.
+    assert [p for p in dict.fromkeys(r.phase for r in reports) if p != "reading"] == ["writing"]
+    fractions = [r.fraction for r in reports]
+    assert fractions == sorted(fractions) and fractions[-1] == 1.0
+    assert reports[-1].rows == 500
+    assert any(r.tasks_total > 0 for r in reports)
+
+
+def _present(s: Scheduler, articles: range) -> dict[int, int]:
+    got = {}
+    for a in articles:
+        (answer,) = votes_of(s, a)
+        got[a] = answer["votes"]
+    return got
+
+
+def test_a_load_refused_midway_changes_neither_the_store_nor_the_answers(
+    scheduler: Scheduler, tmp_path: Path, spark: Any
+) -> None:
+    s = scheduler
+    s.write([("article", [row(id=a, title=f"t{a}") for a in range(5)], [])])
+    good = tmp_path / "good.parquet"
+    pq.write_table(pa.table({"article_id": [i % 5 for i in range(4000)], "user_id": list(range(4000))}), good)
+    s.write([("vote", [row(article_id=0, user_id=-1)], [])])
+    assert s.load("vote", str(good)) == (4000, 3)
+    # The oracle: the view's counts from the files and the writes, by pyarrow and Python.
+    table = pq.read_table(good)
+    pairs = set(zip(table["article_id"].to_pylist(), table["user_id"].to_pylist(), strict=True)) | {(0, -1)}
+    oracle = {a: sum(1 for x, _ in pairs if x == a) for a in range(5)}
+    assert _present(s, range(5)) == oracle
+    manifest = (tmp_path / "data" / "store" / "manifest.json").read_text()
+    folders = sorted(p.name for p in (tmp_path / "data" / "store" / "vote").iterdir())
+    # A null late in the second of two files: the pass writes parts of the first meanwhile.
+    bad = tmp_path / "bad.parquet"
+    bad.mkdir()
+    first = pa.table({"article_id": [1] * 3000, "user_id": list(range(10_000, 13_000))})
+    pq.write_table(first, bad / "a.parquet")
+    users = list(range(20_000, 23_000))
+    articles: list[int | None] = [2] * 3000
+    articles[2500] = None
+    second = pa.table({"article_id": pa.array(articles, pa.int64()), "user_id": users})
+    pq.write_table(second, bad / "b.parquet")
+    with pytest.raises(InvalidArgument) as err:
+        s.load("vote", str(bad))
+    assert err.value.message == f"{bad / 'b.parquet'}:2501: attribute 'article_id' is null"
+    stats = s.stats()
+    assert stats.durable_epoch == stats.applied_epoch == stats.flushed_epoch == 3
+    assert (tmp_path / "data" / "store" / "manifest.json").read_text() == manifest
+    assert sorted(p.name for p in (tmp_path / "data" / "store" / "vote").iterdir()) == folders
+    assert _present(s, range(5)) == oracle
+    assert s.write([("vote", [row(article_id=4, user_id=-2)], [])]) == 4
+
+
+def test_a_failed_pass_uses_no_epoch(
+    scheduler: Scheduler, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = scheduler
+    s.write([("article", [row(id=1, title="a")], [])])
+    path = tmp_path / "v.csv"
+    path.write_text("article_id,user_id\n1,2\n")
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(s.store, "stage_load", broken)
+    with pytest.raises(ServiceError, match="disk on fire") as err:
+        s.load("vote", str(path))
+    assert err.value.code == "UNAVAILABLE"
+    monkeypatch.undo()
+    assert s.load("vote", str(path)) == (1, 2)
+    assert votes_of(s, 1) == [{"id": 1, "title": "a", "votes": 1}]
+
+
+def test_a_staged_load_never_published_is_gone_at_the_next_open(tmp_path: Path, spark: Any) -> None:
+    from pomoview.server.source_store import SourceStore
+
+    store = SourceStore(str(tmp_path / "store"), lambda: spark)
+    store.ensure_source("s", VOTE)
+    rows = spark.createDataFrame([(1, 2), (3, 4)], "article_id long, user_id long")
+    staged = store.stage_load("s", rows, 1)
+    assert staged is not None
+    part = tmp_path / "store" / "s" / staged.part.name
+    assert any(part.iterdir())  # written, durable, and not listed: invisible
+    with store.pinned() as pin:
+        assert pin.version == 0
+        assert store.fetch("s", ("article_id",), [(1,)], at=pin) == (0, [])
+    # As after a crash before the publication: the next open deletes it.
+    again = SourceStore(str(tmp_path / "store"), lambda: spark)
+    assert again.version == 0
+    assert not part.exists()
