@@ -9,6 +9,7 @@ from pathlib import Path
 
 from .scheduler_state import SchedulerState
 from .spark_deadline import SparkTimeout
+from .spark_session import SparkProviderStopped
 from .store_manifest import StoreWriteError
 
 log = logging.getLogger("pomoview.scheduler")
@@ -41,6 +42,15 @@ class Flusher(SchedulerState):
         """One line for a failure the store reports clearly (a full disk, a Spark job past its
         deadline: the store is as it was), a traceback for anything else. Either way the
         log is not trimmed, and the next interval tries again."""
+        if isinstance(err, SparkProviderStopped):  # no retry: the server is stopping
+            log.info(
+                "%s did not run: the server is stopping; the store stays at version %d, the log "
+                "keeps every epoch after it (through %d)",
+                what,
+                self.store.version,
+                self.durable_epoch,
+            )
+            return
         known = isinstance(err, (StoreWriteError, SparkTimeout))
         log.warning(
             "%s failed, retrying in %g s: %s; the store stays at version %d, the log keeps "
