@@ -164,11 +164,19 @@ def end_session(session: SparkSession) -> None:
     pyspark's stop leaves the gateway JVM running until this process exits and closes its stdin:
     a server that stops it here exits with no JVM behind it.
     """
+    from pyspark import SparkContext
+
     proc = _gateway_process(session)
+    gateway = SparkContext._gateway if proc is not None else None
     session.stop()
     stdin = getattr(proc, "stdin", None)
     if proc is None or stdin is None:
         return
+    if gateway is not None:
+        # The Python side first: its threads would otherwise send to the exiting JVM (and log
+        # a traceback apiece).
+        with contextlib.suppress(Exception):
+            gateway.shutdown()
     with contextlib.suppress(OSError):
         stdin.close()  # the gateway exits at the end of its stdin, running its shutdown hooks
     try:
