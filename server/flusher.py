@@ -68,6 +68,12 @@ class Flusher(SchedulerState):
     def flush(self) -> int:
         """Moves the applied batches the store lacks into Parquet, then trims the log;
         returns the store's version."""
+        with self._dataflow:
+            pending = any(b.epoch > self.store.version for b in self.tail.flushable(self.applied_epoch))
+        if pending:
+            # The session first, outside the flush lock, which an install takes: an install
+            # must not wait behind a flush that waits for the JVM to boot (a minute, at worst).
+            self._spark()
         with self._flushing:
             started = time.perf_counter()
             with self._dataflow:
