@@ -69,10 +69,12 @@ class Flusher(SchedulerState):
         """Moves the applied batches the store lacks into Parquet, then trims the log;
         returns the store's version."""
         with self._dataflow:
-            pending = any(b.epoch > self.store.version for b in self.tail.flushable(self.applied_epoch))
-        if pending:
+            stored = self.store.version
+            pending = [b for b in self.tail.flushable(self.applied_epoch) if b.epoch > stored]
+        if any(c.inserts or c.deletes for b in self._storable(pending) for c in b.changes.values()):
             # The session first, outside the flush lock, which an install takes: an install
             # must not wait behind a flush that waits for the JVM to boot (a minute, at worst).
+            # Only rows bound for Parquet need Spark (transient sources' never go there).
             self._spark()
         with self._flushing:
             started = time.perf_counter()
