@@ -238,17 +238,19 @@ def serve(
     reflection.enable_server_reflection(
         (service_name, health.SERVICE_NAME, reflection.SERVICE_NAME), server
     )
-    server.start()
-    for name in ("", service_name):
-        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    print(f"pomoview listening on {host}:{bound}", flush=True)
     done = threading.Event()
 
     def on_signal(signum: int, frame: object) -> None:
         done.set()
 
+    # Before the line that says the server is ready: a supervisor may signal at once, and the
+    # default action would kill the process, leaving a booting JVM to exit on its own.
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
+    server.start()
+    for name in ("", service_name):
+        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    print(f"pomoview listening on {host}:{bound}", flush=True)
     if os.environ.get("POMOVIEW_TRACEMALLOC"):
         # Memory debugging: `kill -USR1 <pid>` logs the 25 largest allocation sites.
         import tracemalloc
@@ -267,6 +269,9 @@ def serve(
     log.info("shutting down")
     health_servicer.enter_graceful_shutdown()
     server.stop(grace=2).wait()
+    # A JVM still booting serves nobody now: killed, it releases a flush waiting for it, so
+    # that the scheduler's stop does not wait for the boot. Acknowledged writes are in the log.
+    spark.abort_boot()
     scheduler.stop()
     spark.stop()
 

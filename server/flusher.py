@@ -9,6 +9,7 @@ from pathlib import Path
 
 from .scheduler_state import SchedulerState
 from .spark_deadline import SparkTimeout
+from .spark_session import SparkProviderStopped
 from .store_manifest import StoreWriteError
 
 log = logging.getLogger("pomoview.scheduler")
@@ -41,6 +42,15 @@ class Flusher(SchedulerState):
         """One line for a failure the store reports clearly (a full disk, a Spark job past its
         deadline: the store is as it was), a traceback for anything else. Either way the
         log is not trimmed, and the next interval tries again."""
+        if isinstance(err, SparkProviderStopped):  # no retry: the server is stopping
+            log.info(
+                "%s did not run: the server is stopping; the store stays at version %d, the log "
+                "keeps every epoch after it (through %d)",
+                what,
+                self.store.version,
+                self.durable_epoch,
+            )
+            return
         known = isinstance(err, (StoreWriteError, SparkTimeout))
         log.warning(
             "%s failed, retrying in %g s: %s; the store stays at version %d, the log keeps "
@@ -58,6 +68,14 @@ class Flusher(SchedulerState):
     def flush(self) -> int:
         """Moves the applied batches the store lacks into Parquet, then trims the log;
         returns the store's version."""
+        with self._dataflow:
+            stored = self.store.version
+            pending = [b for b in self.tail.flushable(self.applied_epoch) if b.epoch > stored]
+        if any(c.inserts or c.deletes for b in self._storable(pending) for c in b.changes.values()):
+            # The session first, outside the flush lock, which an install takes: an install
+            # must not wait behind a flush that waits for the JVM to boot (a minute, at worst).
+            # Only rows bound for Parquet need Spark (transient sources' never go there).
+            self._spark()
         with self._flushing:
             started = time.perf_counter()
             with self._dataflow:

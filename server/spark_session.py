@@ -6,10 +6,13 @@ The store and the upquery executor never create sessions; they are handed a
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import signal
 import subprocess
 import threading
+import time
 from collections.abc import Callable
 
 from pyspark.sql import SparkSession
@@ -18,6 +21,12 @@ log = logging.getLogger("pomoview.spark")
 
 # A failure reason is cut to this many characters: Java messages can embed whole files.
 _REASON_LIMIT = 400
+# How long a stopped driver JVM may take to exit, and a stop to wait for an abandoned boot to
+# give up, before they are dealt with harder.
+_JVM_EXIT_WAIT = 10.0
+_BOOT_GIVE_UP_WAIT = 10.0
+# Scans for processes a killed boot may still be starting (the JVM, the launcher before it).
+_FREEZE_ROUNDS = 10
 
 
 def create_spark_session(master: str = "local[*]", app_name: str = "pomoview") -> SparkSession:
@@ -149,6 +158,115 @@ def _cut(text: str) -> str:
     return text if len(text) <= _REASON_LIMIT else text[: _REASON_LIMIT - 1] + "…"
 
 
+def end_session(session: SparkSession) -> None:
+    """Stops a live session, then its driver JVM.
+
+    pyspark's stop leaves the gateway JVM running until this process exits and closes its stdin:
+    a server that stops it here exits with no JVM behind it.
+    """
+    from pyspark import SparkContext
+
+    proc = _gateway_process(session)
+    gateway = SparkContext._gateway if proc is not None else None
+    session.stop()
+    stdin = getattr(proc, "stdin", None)
+    if proc is None or stdin is None:
+        return
+    if gateway is not None:
+        # The Python side first: its threads would otherwise send to the exiting JVM (and log
+        # a traceback apiece).
+        with contextlib.suppress(Exception):
+            gateway.shutdown()
+    with contextlib.suppress(OSError):
+        stdin.close()  # the gateway exits at the end of its stdin, running its shutdown hooks
+    try:
+        proc.wait(timeout=_JVM_EXIT_WAIT)  # type: ignore[attr-defined]
+    except subprocess.TimeoutExpired:
+        log.warning("the Spark driver JVM (pid %s) did not exit; killing it", proc.pid)  # type: ignore[attr-defined]
+        proc.kill()  # type: ignore[attr-defined]
+        proc.wait(timeout=_JVM_EXIT_WAIT)  # type: ignore[attr-defined]
+
+
+def _children_by_parent() -> dict[int, list[int]]:
+    """Every process's children, read from /proc; empty where there is no /proc (not Linux)."""
+    tree: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return tree
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as file:
+                stat = file.read()
+        except OSError:
+            continue  # it exited meanwhile
+        # The command name comes in parentheses and may hold spaces and parentheses itself.
+        fields = stat[stat.rindex(b")") + 2 :].split()
+        tree.setdefault(int(fields[1]), []).append(int(entry))
+    return tree
+
+
+def descendants(pid: int) -> set[int]:
+    """The processes `pid` started, and theirs, that are still there (zombies included)."""
+    tree = _children_by_parent()
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        for child in tree.get(todo.pop(), ()):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def _process_state(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as file:
+            stat = file.read()
+    except OSError:
+        return None
+    return stat[stat.rindex(b")") + 2 :].split()[0].decode()
+
+
+def own_processes() -> frozenset[int]:
+    """The processes this one has started so far, and theirs."""
+    return frozenset(descendants(os.getpid()))
+
+
+def kill_new_processes(spared: frozenset[int]) -> None:
+    """Kills every process this one started, directly or not, that is not in `spared`: the
+    JVM of an abandoned boot, and the launcher that `spark-submit` runs before it.
+
+    They are first stopped (SIGSTOP), scan after scan until no new one appears: one killed
+    while it forks would leave its new child behind, orphaned and out of reach.
+    """
+    me = os.getpid()
+    frozen: set[int] = set()
+    for _ in range(_FREEZE_ROUNDS):
+        new = descendants(me) - spared - frozen
+        if not new:
+            break
+        for pid in new:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline and any(_process_state(p) in ("R", "S", "D") for p in new):
+            time.sleep(0.005)  # SIGSTOP lands when the process next runs
+        frozen |= new
+    for pid in frozen:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+class SparkProviderStopped(RuntimeError):
+    """The server is shutting down: no Spark session will be created any more."""
+
+    def __init__(self, detail: str = "") -> None:
+        super().__init__("the Spark session provider has been stopped" + detail)
+
+
 class SparkSessionLost(RuntimeError):
     """The Spark session died; a new one is starting in the background."""
 
@@ -164,9 +282,9 @@ class SparkProvider:
     Calling the provider blocks until the session exists (creating it if needed). A session
     found dead (its driver JVM gone or its context stopped) is discarded and a new one starts
     in the background: the call that finds it raises `SparkSessionLost`, later calls wait for
-    the new session. `check()` looks harder after a job failed. `stop()` ends the session;
-    after it the provider refuses to create another, so a late caller during shutdown cannot
-    boot a fresh JVM.
+    the new session. `check()` looks harder after a job failed. `abort_boot()` refuses new
+    sessions and kills a JVM still booting, without waiting for it; `stop()` also ends the
+    session. After either, a late caller during shutdown cannot boot a fresh JVM.
     """
 
     def __init__(
@@ -175,33 +293,71 @@ class SparkProvider:
         *,
         dead_reason: Callable[[SparkSession, bool], str | None] = session_dead_reason,
         discard: Callable[[SparkSession], None] = discard_session,
+        end: Callable[[SparkSession], None] = end_session,
+        processes: Callable[[], frozenset[int]] = own_processes,
+        kill_boot: Callable[[frozenset[int]], None] = kill_new_processes,
     ) -> None:
         self._factory = factory
         self._dead_reason = dead_reason
         self._discard = discard
+        self._end = end
+        self._processes = processes
+        self._kill_boot = kill_boot
+        # Held while a session is created, so that callers wait for one boot; stop() never
+        # takes it while the boot runs (only to see the abandoned boot give up, bounded).
         self._lock = threading.Lock()
+        # Guards the fields below, and is never held across a call into Spark.
+        self._guard = threading.Lock()
         self._session: SparkSession | None = None
         self._stopped = False
+        # The processes there were before the running boot started (None: no boot is running).
+        self._boot_spared: frozenset[int] | None = None
         self._background_error: BaseException | None = None
         self._lost: str | None = None  # why the last session was discarded, until a new one is up
         self.restarts = 0
 
     def __call__(self) -> SparkSession:
-        """Return the session, creating it if needed. Raises what session creation raises, and
-        `SparkSessionLost` if the current session has just been found dead."""
+        """Return the session, creating it if needed. Raises what session creation raises,
+        `SparkSessionLost` if the current session has just been found dead, and
+        `SparkProviderStopped` once the provider is stopped."""
         with self._lock:
-            if self._stopped:
-                raise RuntimeError("the Spark session provider has been stopped")
-            if self._session is None:
-                self._session = self._factory()
-                self._lost = None
-                return self._session
-            reason = self._dead_reason(self._session, False)
+            with self._guard:
+                session = self._session
+            if session is None:
+                return self._create_locked()  # raises SparkProviderStopped once stopping
+            reason = self._dead_reason(session, False)
             if reason is None:
-                return self._session
+                return session
             self._replace_locked(reason)
         self.start_in_background()
         raise SparkSessionLost(reason)
+
+    def _create_locked(self) -> SparkSession:
+        spared = self._processes()
+        with self._guard:
+            if self._stopped:
+                raise SparkProviderStopped()
+            self._boot_spared = spared
+        try:
+            session = self._factory()
+        except BaseException as err:
+            with self._guard:
+                self._boot_spared = None
+                if self._stopped:  # the boot failed because stop() killed its JVM
+                    raise SparkProviderStopped(" while the Spark session was starting") from err
+            raise
+        with self._guard:
+            self._boot_spared = None
+            stopped = self._stopped
+            if not stopped:
+                self._session = session
+                self._lost = None
+        if stopped:
+            # stop() came during the boot and did not wait for it: what the boot made ends here.
+            self._end_quietly(session)
+            raise SparkProviderStopped(" while the Spark session was starting")
+        log.info("the Spark session is ready")
+        return session
 
     def check(self) -> str | None:
         """Called after a Spark job failed: if the session is dead, discard it and start a new
@@ -212,9 +368,11 @@ class SparkProvider:
         if lost is not None:
             return lost  # the new session is booting: do not wait for it here
         with self._lock:
-            if self._stopped or self._session is None:
-                return None
-            reason = self._dead_reason(self._session, True)
+            with self._guard:
+                if self._stopped or self._session is None:
+                    return None
+                session = self._session
+            reason = self._dead_reason(session, True)
             if reason is None:
                 return None
             self._replace_locked(reason)
@@ -222,7 +380,8 @@ class SparkProvider:
         return reason
 
     def _replace_locked(self, reason: str) -> None:
-        session, self._session = self._session, None
+        with self._guard:
+            session, self._session = self._session, None
         self._lost = reason
         self.restarts += 1
         log.warning("the Spark session is dead (%s); starting a new one", reason)
@@ -242,6 +401,8 @@ class SparkProvider:
         def boot() -> None:
             try:
                 self()
+            except SparkProviderStopped:
+                pass  # shutdown came first: nobody will ask for this session
             except BaseException as exc:  # reported to the next caller via background_error
                 self._background_error = exc
 
@@ -254,13 +415,45 @@ class SparkProvider:
         """The error of the last failed background creation, if any."""
         return self._background_error
 
-    def stop(self) -> None:
-        """Stop the session if it was created (waiting for a creation in progress)."""
-        with self._lock:
+    def abort_boot(self) -> None:
+        """Refuse to create sessions from now on, and kill the JVM of a boot in progress, whose
+        callers then get `SparkProviderStopped`. A session already up keeps serving until
+        `stop()`: a flush that is running can finish.
+
+        A JVM takes from seconds to a minute to boot on a busy machine; a server that stops
+        before anyone needed Spark must not wait for it.
+        """
+        with self._guard:
             self._stopped = True
+            spared = self._boot_spared
+        if spared is None:
+            return
+        log.info("stopping: the Spark session still starting is abandoned")
+        # Killed, the boot fails fast; it is waited for, so that nothing it started outlives
+        # this process. The kill is repeated: the boot may not have launched its JVM yet.
+        deadline = time.monotonic() + _BOOT_GIVE_UP_WAIT
+        while True:
+            self._kill_boot(spared)
+            if self._lock.acquire(timeout=0.1):
+                self._lock.release()
+                return
+            if time.monotonic() > deadline:
+                log.warning("the abandoned Spark session boot did not give up in %g s", _BOOT_GIVE_UP_WAIT)
+                return
+
+    def stop(self) -> None:
+        """End the session if there is one, and abandon a boot in progress (see `abort_boot`)."""
+        self.abort_boot()
+        with self._guard:
             session, self._session = self._session, None
         if session is not None:
             if self._dead_reason(session, False) is not None:
                 self._discard(session)
             else:
-                session.stop()
+                self._end(session)
+
+    def _end_quietly(self, session: SparkSession) -> None:
+        try:
+            self._end(session)
+        except Exception:  # shutting down: a session that will not stop is the OS's now
+            log.warning("stopping the Spark session failed", exc_info=True)

@@ -83,7 +83,7 @@ class ServerProcess:
         return Client(self.address, timeout=120.0, **options)
 
     def stop(self, timeout: float = 120.0) -> int:
-        """SIGTERM; a server stopped while its Spark JVM still boots waits for the boot."""
+        """SIGTERM: the server exits cleanly (a Spark JVM still booting is killed, not waited for)."""
         assert self.process is not None
         self.process.send_signal(signal.SIGTERM)
         return self.process.wait(timeout=timeout)

@@ -8,13 +8,14 @@ import shutil
 import signal
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from pomoview.client import Client, Unavailable
 
-from .server_process import ServerProcess, wait_for_flush
+from .server_process import VOTES, ServerProcess, wait_for_flush
 from .votes_model import VotesModel
 
 VIEW = "articleWithVotes"
@@ -40,6 +41,15 @@ def jvm_children(pid: int) -> list[int]:
             if stat is not None and stat[0] == "java" and stat[1] != "Z" and stat[2] == pid:
                 found.append(int(entry))
     return found
+
+
+@pytest.fixture(scope="module")
+def votes_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """This module's own: its tests corrupt the store and kill the JVM of the server they use."""
+    data = Path(tmp_path_factory.mktemp("spark-failure")) / "data"
+    server = ServerProcess(data, program=VOTES).start()
+    yield server
+    server.stop()
 
 
 def _populate(db: Client, model: VotesModel, ids: range) -> int:

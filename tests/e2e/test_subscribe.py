@@ -90,8 +90,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         ],
     ).start()
     yield Served(server, f"http://127.0.0.1:{port}/metrics")
-    # Killed, not stopped: its data is thrown away, and a stop waits for the Spark JVM to
-    # finish booting (tens of seconds here) when no test needed Spark.
+    # Killed, not stopped: its data is thrown away, and a stop would let a flush under way
+    # finish (up to the scheduler's 10 s).
     server.kill()
 
 

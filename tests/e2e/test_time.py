@@ -52,9 +52,8 @@ def test_checkbox_across_restarts_and_a_kill(tmp_path: Path) -> None:
             assert answers(db, epoch) == want(engine)
             wait_for_flush(db, epoch)  # so that the restart reads a checkpoint, then the log
             epoch = write(db, engine, random_epoch("checkbox", rng))
-        # A restart (SIGKILL: a SIGTERM would wait for the Spark JVM to finish booting, which
-        # this program never needs): the @next state continues where it was.
-        server.kill()
+        # A clean restart (SIGTERM): the @next state continues where it was.
+        assert server.stop() == 0
         server = ServerProcess(data, flush_interval=0.5).start()
         with server.client() as db:
             assert db.stats()["applied_epoch"] == epoch

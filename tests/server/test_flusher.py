@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -103,4 +104,34 @@ def test_the_flusher_compacts_and_a_restart_reads_the_compacted_store(tmp_path: 
         got = s.lookup("v", [row(x=x) for x in range(4)], min_epoch=last)[0]
         assert got == [[{"x": x, "n": expected[x]}] for x in range(4)]
     finally:
+        s.stop()
+
+
+def test_an_install_does_not_wait_for_a_flush_waiting_for_the_jvm(tmp_path: Path, spark: Any) -> None:
+    """The flusher waits for the Spark session outside the flush lock, which an install takes:
+    an install during a JVM boot (up to a minute on a busy machine) is not held up by it."""
+    booting, booted = threading.Event(), threading.Event()
+
+    def provider() -> Any:
+        booting.set()
+        assert booted.wait(60)
+        return spark
+
+    s = Scheduler(tmp_path / "data", provider, flush_interval=0.01)
+    s.start()
+    try:
+        s.install(PROGRAM)
+        epoch = s.write([("b", [row(x=1)], [])])
+        assert booting.wait(60)  # the flusher has a batch and waits for the session
+        installed = threading.Thread(target=s.install, args=(PROGRAM,))
+        installed.start()
+        installed.join(10)
+        assert not installed.is_alive(), "the install waited for the JVM"
+        booted.set()
+        deadline = time.monotonic() + 60
+        while s.store.version < epoch:
+            assert time.monotonic() < deadline, "the flush did not go through once Spark was up"
+            time.sleep(0.01)
+    finally:
+        booted.set()
         s.stop()

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any, cast
 
 import pytest
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
 
-from pomoview.server.spark_session import SparkProvider, SparkSessionLost, spark_error_reason
+from pomoview.server.spark_session import (
+    SparkProvider,
+    SparkProviderStopped,
+    SparkSessionLost,
+    spark_error_reason,
+)
 
 
 class FakeSession:
@@ -23,7 +29,7 @@ class FakeSession:
         self.stopped = True
 
 
-def fake_provider(factory: Any) -> SparkProvider:
+def fake_provider(factory: Any, kill_boot: Any = None) -> SparkProvider:
     def dead_reason(session: SparkSession, probe: bool) -> str | None:
         fake = cast(FakeSession, session)
         return fake.dead or (fake.dead_to_probe if probe else None)
@@ -31,7 +37,17 @@ def fake_provider(factory: Any) -> SparkProvider:
     def discard(session: SparkSession) -> None:
         cast(FakeSession, session).discarded = True
 
-    return SparkProvider(factory, dead_reason=dead_reason, discard=discard)
+    def no_kill(spared: frozenset[int]) -> None:
+        raise AssertionError("no boot was running")
+
+    return SparkProvider(
+        factory,
+        dead_reason=dead_reason,
+        discard=discard,
+        end=lambda session: cast(FakeSession, session).stop(),
+        processes=lambda: frozenset({1, 2}),  # never the test run's own processes
+        kill_boot=kill_boot or no_kill,
+    )
 
 
 def counting_factory() -> tuple[list[FakeSession], Any]:
@@ -149,6 +165,69 @@ def test_stop_discards_a_dead_session_instead_of_stopping_it() -> None:
     made[0].dead = "gone"
     provider.stop()
     assert made[0].discarded and not made[0].stopped
+
+
+def test_stop_during_a_boot_kills_it_without_waiting_for_it() -> None:
+    booting = threading.Event()
+    killed = threading.Event()
+    kills: list[frozenset[int]] = []
+
+    def booting_factory() -> SparkSession:
+        booting.set()
+        if killed.wait(60):  # a JVM that would take a minute to boot
+            raise OSError("Java gateway process exited before sending its port number")
+        return cast(SparkSession, FakeSession())
+
+    def kill_boot(spared: frozenset[int]) -> None:
+        kills.append(spared)
+        killed.set()
+
+    provider = fake_provider(booting_factory, kill_boot)
+    thread = provider.start_in_background()
+    assert booting.wait(5)
+    started = time.monotonic()
+    provider.stop()
+    assert time.monotonic() - started < 5
+    assert kills[0] == frozenset({1, 2})  # what ran before the boot is spared
+    thread.join(5)
+    assert not thread.is_alive()
+    assert provider.background_error is None  # shutting down is no failure to report
+    with pytest.raises(SparkProviderStopped):
+        provider()
+
+
+def test_a_session_that_comes_up_after_stop_is_ended_by_its_boot() -> None:
+    booting = threading.Event()
+    finish = threading.Event()
+    made: list[FakeSession] = []
+
+    def factory() -> SparkSession:
+        booting.set()
+        finish.wait(5)
+        made.append(FakeSession())
+        return cast(SparkSession, made[-1])
+
+    # The kill comes too late to fail the boot: the session it made must not outlive stop().
+    provider = fake_provider(factory, kill_boot=lambda spared: finish.set())
+    thread = provider.start_in_background()
+    assert booting.wait(5)
+    provider.stop()
+    assert len(made) == 1 and made[0].stopped
+    thread.join(5)
+    assert provider.background_error is None
+
+
+def test_abort_boot_keeps_a_running_session_until_stop() -> None:
+    made, factory = counting_factory()
+    provider = fake_provider(factory)
+    session = provider()
+    provider.abort_boot()  # no boot running: nothing to kill
+    assert not made[0].stopped
+    assert provider() is session  # a flush under way may finish
+    provider.stop()
+    assert made[0].stopped and len(made) == 1
+    with pytest.raises(SparkProviderStopped):
+        provider()
 
 
 class FakeJavaError(Py4JJavaError):
