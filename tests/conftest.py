@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
+import os
 from collections.abc import Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -13,28 +11,12 @@ import pytest
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-sys.path.insert(0, str(Path(__file__).parent))
-import jvm_cache  # noqa: E402
-
-# Every driver JVM of the run (this process's, and each `pomoview serve`'s, which inherit the
-# environment): C1 only, and Spark's classes from a shared archive once it is built.
-jvm_cache.use_in_environment()
-_archive_builder: list[subprocess.Popen[bytes] | None] = [None]
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # Only a run that boots JVMs builds the archive (a minute of one core, in the background).
-    if any("e2e/" in item.nodeid or "spark" in getattr(item, "fixturenames", ()) for item in items):
-        _archive_builder[0] = jvm_cache.start_building()
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    jvm_cache.use_in_environment()  # the archive, once built, for the servers this test starts
-
-
-def pytest_sessionfinish() -> None:
-    jvm_cache.stop_building(_archive_builder[0])
+# Every driver JVM of the run (this process's and each `pomoview serve`'s, which inherit the
+# environment) compiles with C1 only. A test JVM lives seconds to minutes, never long enough
+# for C2's code to pay for C2's compiler threads, which on two shared cores take CPU from
+# everything else: measured here, a boot took 9-11 s instead of 16-20 s and the first jobs
+# and lookups after it were no slower. A run that sets its own submit arguments keeps them.
+os.environ.setdefault("PYSPARK_SUBMIT_ARGS", "--driver-java-options -XX:TieredStopAtLevel=1 pyspark-shell")
 
 
 @pytest.fixture(scope="session")
