@@ -16,6 +16,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
@@ -358,6 +359,9 @@ def test_a_keyed_fetch_reads_its_bucket_and_row_groups_only(tmp_path: Path, spar
     store.load("s", spark.range(n).select((F.col("id") % keys).alias("k"), F.col("id").alias("v")), 1)
     files = parquet_files(tmp_path, "s")
     assert len(files) == 4
+    for file in files:  # each file holds its bucket's rows only (`b<bucket>-<i>.parquet`)
+        bucket = int(Path(file).name[1:6])
+        assert set(pq.read_table(file, columns=["_bucket"]).column(0).to_pylist()) == {bucket}, file
     with store.pinned() as pin:
         everything = store.fetch_frame("s", (), {()}, at=pin)
         assert everything is not None and len(everything.inputFiles()) == 4
