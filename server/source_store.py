@@ -69,6 +69,7 @@ from pyspark.sql.types import (
 
 from .spark_deadline import WRITE_SETTING, SparkTimeout, SparkTimeouts, deadline, stall_for_tests
 from .store_compaction import StoreCompaction
+from .store_files import flatten_bucket_dirs, flatten_partitions
 from .store_fs import StoreFS, StoreLocationError, open_store_fs
 from .store_layout import (
     _BUCKET,
@@ -525,7 +526,10 @@ class SourceStore(StoreCompaction):
                     )
                     writer = frame.write.partitionBy(_BUCKET_DIR)
                 writer.option("parquet.block.size", str(_ROW_GROUP_BYTES)).parquet(fs.spark_path(tmp))
-            files = self._flatten_partitions(tmp, buckets) if bucket_per_partition else self._flatten(tmp)
+            if bucket_per_partition:
+                files = flatten_partitions(fs, tmp, buckets)
+            else:
+                files = flatten_bucket_dirs(fs, tmp)
             if not files:
                 fs.delete_tree(tmp)
                 return None
@@ -561,46 +565,3 @@ class SourceStore(StoreCompaction):
             self._publish(snapshot)
         except OSError as err:
             raise StoreWriteError(f"{what} (its manifest)", self._fs.describe(), err) from err
-
-    def _flatten_partitions(self, tmp: str, buckets: int) -> tuple[tuple[int, str], ...]:
-        """Rename the files Spark wrote as `part-<partition>-…` to `b<partition>-<i>.parquet`
-        (partition i is bucket i); drop the rest (`_SUCCESS`, checksums)."""
-        fs = self._fs
-        files: list[tuple[int, str]] = []
-        for entry in sorted(fs.list_dir(tmp), key=lambda e: e.name):
-            path = fs.join(tmp, entry.name)
-            if entry.name.endswith(".parquet") and entry.name.startswith("part-"):
-                b = int(entry.name.split("-")[1])
-                assert 0 <= b < buckets, f"{entry.name}: partition {b} of a part with {buckets} buckets"
-                name = f"b{b:05d}-{sum(1 for f in files if f[0] == b)}.parquet"
-                fs.rename(path, fs.join(tmp, name))
-                files.append((b, name))
-            elif entry.is_dir:
-                fs.delete_tree(path)
-            else:
-                fs.delete_file(path)
-        return tuple(sorted(files))
-
-    def _flatten(self, tmp: str) -> tuple[tuple[int, str], ...]:
-        """Move the files Spark wrote under `<_BUCKET_DIR>=<b>/` up as `b<b>-<i>.parquet`; drop
-        the rest (`_SUCCESS`, checksums)."""
-        fs = self._fs
-        files: list[tuple[int, str]] = []
-        prefix = _BUCKET_DIR + "="
-        for entry in fs.list_dir(tmp):
-            path = fs.join(tmp, entry.name)
-            if entry.is_dir and entry.name.startswith(prefix):
-                b = int(entry.name[len(prefix) :])
-                written = [
-                    f.name
-                    for f in fs.list_dir(path)
-                    if not f.is_dir and f.name.endswith(".parquet") and not f.name.startswith(".")
-                ]
-                for i, f in enumerate(written):
-                    name = f"b{b:05d}-{i}.parquet"
-                    fs.rename(fs.join(path, f), fs.join(tmp, name))
-                    files.append((b, name))
-                fs.delete_tree(path)
-            elif not entry.is_dir:
-                fs.delete_file(path)
-        return tuple(sorted(files))
