@@ -95,35 +95,29 @@ class LogTail:
         assert snapshot_version >= self.base, "the tail no longer holds the writes after the snapshot"
         present = set(snapshot)
         if positions:
-            for t, op in self.key_operations(source, positions, keys, snapshot_version, through):
-                if all(t[i] == v for i, v in filters):
-                    if op > 0:
-                        present.add(t)
-                    else:
-                        present.discard(t)
-            return present
-        wanted = set(keys)
+            ops = self.key_operations(source, positions, keys, snapshot_version, through)
+        else:
+            ops = self._operations(source, snapshot_version, through)
+        for t, op in ops:
+            if all(t[i] == v for i, v in filters):
+                if op > 0:
+                    present.add(t)
+                else:
+                    present.discard(t)
+        return present
 
-        def selected(t: Tuple_) -> bool:
-            return (not positions or tuple(t[i] for i in positions) in wanted) and all(
-                t[i] == v for i, v in filters
-            )
-
+    def _operations(self, source: str, after: int, through: int) -> Iterator[tuple[Tuple_, int]]:
+        """Every logged operation on `source` in epochs (after, through], in log order (a
+        batch's inserts before its deletes)."""
         for batch in self.batches:
-            if batch.epoch <= snapshot_version:
+            if batch.epoch <= after:
                 continue
             if batch.epoch > through:
                 break
             change: SourceChange | None = batch.changes.get(source)
-            if change is None:
-                continue
-            for t in change.inserts:
-                if selected(t):
-                    present.add(t)
-            for t in change.deletes:
-                if selected(t):
-                    present.discard(t)
-        return present
+            if change is not None:
+                yield from ((t, 1) for t in change.inserts)
+                yield from ((t, -1) for t in change.deletes)
 
 
 def _index_change(

@@ -20,23 +20,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from partial_model import Model  # noqa: E402
+from program_shapes import chain, wide  # noqa: E402
 
 from pomoview.dataflow.keyed_state import Key, Row  # noqa: E402
 from pomoview.dataflow.node import Filters  # noqa: E402
 from pomoview.planner.compile import ProgramGraph, compile_program  # noqa: E402
-
-
-def wide(atoms: int) -> str:
-    """One rule whose body is a path of `atoms` edges: a left-deep chain of `atoms` joins."""
-    body = ", ".join(f"e(a: X{i}, b: X{i + 1})" for i in range(atoms))
-    return f"source e(a: int, b: int).\nview w(a).\nw(a: X0, b: X{atoms}) :- {body}.\n"
-
-
-def chain(n: int) -> str:
-    """n relations, each reading the one before it through an antijoin."""
-    rules = ["r0(a: A, b: B) :- e(a: A, b: B)."]
-    rules += [f"r{i}(a: A, b: B) :- r{i - 1}(a: A, b: B), !e(a: B, b: A)." for i in range(1, n + 1)]
-    return f"source e(a: int, b: int).\nview r{n}(a).\n" + "\n".join(rules) + "\n"
 
 
 def _no_rows(source: str, columns: tuple[str, ...], keys: list[Key], filters: Filters) -> list[Row]:

@@ -388,22 +388,29 @@ def test_a_file_without_rows_commits_no_epoch(scheduler: Scheduler, tmp_path: Pa
     assert scheduler.stats().durable_epoch == epoch
 
 
-def test_failed_store_write_publishes_nothing(
-    scheduler: Scheduler, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    s = scheduler
+def _load_fails_in(s: Scheduler, method: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Writes article 1, then loads one vote for it while the store's `method` raises: the load
+    gets UNAVAILABLE. Returns the file, for a load after it."""
     s.write([("article", [row(id=1, title="a")], [])])
     path = tmp_path / "v.csv"
     path.write_text("article_id,user_id\n1,2\n")
 
-    def broken(*args: Any, **kwargs: Any) -> int:
+    def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(s.store, "publish_load", broken)
+    monkeypatch.setattr(s.store, method, broken)
     with pytest.raises(ServiceError, match="disk on fire") as err:
         s.load("vote", str(path))
     assert err.value.code == "UNAVAILABLE"
     monkeypatch.undo()
+    return path
+
+
+def test_failed_store_write_publishes_nothing(
+    scheduler: Scheduler, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = scheduler
+    path = _load_fails_in(s, "publish_load", tmp_path, monkeypatch)
     assert votes_of(s, 1) == [{"id": 1, "title": "a", "votes": 0}]
     # The marker's epoch stays used; the next load and write go on after it.
     assert s.load("vote", str(path)) == (1, 3)
@@ -606,18 +613,7 @@ def test_a_failed_pass_uses_no_epoch(
     scheduler: Scheduler, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     s = scheduler
-    s.write([("article", [row(id=1, title="a")], [])])
-    path = tmp_path / "v.csv"
-    path.write_text("article_id,user_id\n1,2\n")
-
-    def broken(*args: Any, **kwargs: Any) -> Any:
-        raise RuntimeError("disk on fire")
-
-    monkeypatch.setattr(s.store, "stage_load", broken)
-    with pytest.raises(ServiceError, match="disk on fire") as err:
-        s.load("vote", str(path))
-    assert err.value.code == "UNAVAILABLE"
-    monkeypatch.undo()
+    path = _load_fails_in(s, "stage_load", tmp_path, monkeypatch)
     assert s.load("vote", str(path)) == (1, 2)
     assert votes_of(s, 1) == [{"id": 1, "title": "a", "votes": 1}]
 

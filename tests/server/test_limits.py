@@ -4,6 +4,9 @@ plan's upquery takes: tests/planner/test_deep_plans.py.)"""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 
 from pomoview.planner.compile import compile_program
@@ -12,6 +15,9 @@ from pomoview.server import program_limits
 from pomoview.server.errors import ResourceExhausted
 from pomoview.server.limits import LIMITS, LimitConfigError, Limits
 
+sys.path.insert(0, str(Path(__file__).parents[1] / "planner"))
+from program_shapes import chain, wide  # noqa: E402
+
 VOTES = """source article(id: int, title: string).
 source vote(article_id: int, user_id: int).
 view articleWithVotes(id).
@@ -19,17 +25,6 @@ articleWithVotes(id: Id, title: Title, votes: N) :-
     article(id: Id, title: Title),
     N := count : vote(article_id: Id).
 """
-
-
-def wide(atoms: int) -> str:
-    body = ", ".join(f"e(a: X{i}, b: X{i + 1})" for i in range(atoms))
-    return f"source e(a: int, b: int).\nview w(a).\nw(a: X0, b: X{atoms}) :- {body}.\n"
-
-
-def chain(n: int) -> str:
-    rules = ["r0(a: A, b: B) :- e(a: A, b: B)."]
-    rules += [f"r{i}(a: A, b: B) :- r{i - 1}(a: A, b: B), !e(a: B, b: A)." for i in range(1, n + 1)]
-    return f"source e(a: int, b: int).\nview r{n}(a).\n" + "\n".join(rules) + "\n"
 
 
 def test_plan_depth_follows_the_deepest_chain() -> None:
