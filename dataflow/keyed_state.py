@@ -25,6 +25,9 @@ Key = tuple[object, ...]
 
 # A group of a packed state holds its rows as an IntSet from this many rows on.
 PACK_MIN = 8
+# `estimate_bytes` sizes keys and groups from this many groups, and rows from an eighth as
+# many rows of each.
+_SAMPLE = 64
 
 
 class RowLayout:
@@ -142,7 +145,8 @@ class KeyedState:
     """
 
     __slots__ = (
-        "partial", "_groups", "_rows", "layout", "hot", "pinned", "_packed_rows", "_packed_groups"
+        "partial", "_groups", "_rows", "layout", "hot", "pinned", "_packed_rows", "_packed_groups",
+        "_estimate",
     )
 
     def __init__(self, *, partial: bool, layout: RowLayout | None = None) -> None:
@@ -161,6 +165,9 @@ class KeyedState:
         # Rows and groups held as IntSets (so that `estimate_bytes` need not visit them).
         self._packed_rows = 0
         self._packed_groups = 0
+        # The last `estimate_bytes` and the counts it was made at: (keys, rows, packed rows,
+        # bytes); -1 keys: none made yet.
+        self._estimate = (-1, 0, 0, 0)
 
     def is_present(self, key: Key) -> bool:
         return not self.partial or key in self._groups
@@ -397,11 +404,22 @@ class KeyedState:
     def keys(self) -> list[Key]:
         return list(self._groups)
 
-    def estimate_bytes(self, sample: int = 64) -> int:
+    def estimate_bytes(self) -> int:
         """An estimate of the memory the state holds: the dict of groups, the packed groups
-        (counted), and the other groups, keys and rows sized from the first `sample` groups
-        (values shared between rows are counted once per row: an upper bound). It visits
-        `sample` groups, not all: eviction asks it often."""
+        (counted), and the other groups, keys and rows sized from the first `_SAMPLE` groups
+        (values shared between rows are counted once per row: an upper bound).
+
+        It is remade only when the counts of keys, rows or packed rows changed since the last:
+        eviction asks every state after each of its steps, and a step changes a few (with
+        rows a thousand columns wide, remaking them all made one eviction take minutes). A
+        change that keeps every count (a row replaced by another in its group) keeps the
+        estimate, as it would keep a sampled one but for the first `_SAMPLE` groups."""
+        counts = (len(self._groups), self._rows, self._packed_rows)
+        if counts != self._estimate[:3]:
+            self._estimate = (*counts, self._sample_bytes(_SAMPLE))
+        return self._estimate[3]
+
+    def _sample_bytes(self, sample: int) -> int:
         total = sys.getsizeof(self._groups) + 8 * self._packed_rows + 300 * self._packed_groups
         keys = len(self._groups)
         loose_groups = keys - self._packed_groups

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from pomoview.dataflow.keyed_state import Key, KeyedState, Row
+from pomoview.dataflow.keyed_state import _SAMPLE, Key, KeyedState, Row
 from pomoview.dataflow.node import Filters
 from pomoview.planner.compile import ProgramGraph, compile_program
 
@@ -77,3 +77,33 @@ def test_a_full_graph_has_nothing_to_evict() -> None:
     assert done.keys == 0 and done.steps == 0
     votes = sum(1 for a, _ in VOTE_ROWS if a == 1)
     assert full.lookup("articleWithVotes", ("id",), [(1,)], fetch) == [[(1, "article 1", votes)]]
+
+
+def test_the_size_estimate_is_remade_whenever_a_count_changes() -> None:
+    """`estimate_bytes` keeps its last answer while the counts of keys and rows stand still
+    (eviction asks every state after each step); any write, fill or eviction that moves a
+    count gets the estimate made from scratch of the state as it now is."""
+    import random
+
+    rng = random.Random(5)
+    state = KeyedState(partial=True)
+    remade = 0
+    for step in range(400):
+        before = (state.present_keys(), state.row_count())
+        estimate_before = state.estimate_bytes()
+        key = (rng.randrange(30),)
+        op = rng.random()
+        if op < 0.3 and not state.is_present(key):
+            width = rng.choice((1, 5, 40))  # rows of different sizes move the estimate
+            state.fill(key, [((key[0], j, "x" * width), 1) for j in range(rng.randrange(4))])
+        elif op < 0.8:
+            state.add(key, (key[0], rng.randrange(3), "y" * rng.choice((1, 60))), rng.choice((1, -1)))
+        elif state.is_present(key):
+            state.evict(key)
+        estimate = state.estimate_bytes()
+        if (state.present_keys(), state.row_count()) != before:
+            assert estimate == state._sample_bytes(_SAMPLE), step
+            remade += 1
+        else:
+            assert estimate == estimate_before, step
+    assert remade > 100, remade
