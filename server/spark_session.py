@@ -404,6 +404,7 @@ class SparkProvider:
             except SparkProviderStopped:
                 pass  # shutdown came first: nobody will ask for this session
             except BaseException as exc:  # reported to the next caller via background_error
+                log.warning("the Spark session did not start (the next caller retries): %s", exc)
                 self._background_error = exc
 
         thread = threading.Thread(target=boot, name="spark-session-boot", daemon=True)

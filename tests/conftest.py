@@ -17,6 +17,9 @@ if TYPE_CHECKING:
 # everything else: measured here, a boot took 9-11 s instead of 16-20 s and the first jobs
 # and lookups after it were no slower. A run that sets its own submit arguments keeps them.
 os.environ.setdefault("PYSPARK_SUBMIT_ARGS", "--driver-java-options -XX:TieredStopAtLevel=1 pyspark-shell")
+# As the server does (server/__init__.py), before any test module imports grpc: this process
+# boots its Spark session, a fork, while its gRPC clients and in-process servers run.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
 
 
 @pytest.fixture(scope="session")
