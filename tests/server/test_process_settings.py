@@ -1,4 +1,6 @@
-"""A process serving gRPC forks children that exec at once (pyspark launches its driver JVM
+"""What importing `pomoview.server` sets for the whole process (server/__init__.py).
+
+A process serving gRPC forks children that exec at once (pyspark launches its driver JVM
 so, with a preexec_fn: a real fork) and none of them dies before its exec.
 
 With gRPC's default fork handlers on, about one child in 50 died of SIGABRT or SIGSEGV when
@@ -6,6 +8,10 @@ other threads were in gRPC calls (the server's Spark boot then failed with
 JAVA_GATEWAY_EXITED); `pomoview.server` turns them off (server/__init__.py). The child
 process below starts with the setting absent from its environment, as `pomoview serve` does
 when nobody set it, so that it is the import of `pomoview.server` that must set it.
+
+Arrow allocates from the system allocator: with Arrow's default, mimalloc, each of the
+server's many threads kept memory of its own after Arrow had freed it, and RSS kept growing
+under the mixed load (see server/__init__.py).
 """
 
 from __future__ import annotations
@@ -58,3 +64,16 @@ def test_children_forked_during_grpc_calls_all_reach_their_exec() -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     failed = done.stdout.strip().splitlines()[-1]
     assert failed == "[]", f"of {FORKS} forked children, these exit codes: {failed}"
+
+
+def test_arrow_allocates_from_the_system_allocator_unless_told_otherwise() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    probe = "import pomoview.server, pyarrow; print(pyarrow.default_memory_pool().backend_name)"
+    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["system"]
+    told = subprocess.run(
+        [sys.executable, "-c", probe], env={**env, "ARROW_DEFAULT_MEMORY_POOL": "mimalloc"},
+        capture_output=True, text=True, timeout=120,
+    )
+    assert told.stdout.split() == ["mimalloc"], told.stderr[-3000:]
