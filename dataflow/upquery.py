@@ -15,7 +15,7 @@ leaf), or an `Upquery` generator that yields its asks and returns its answer. Ex
 cross steps as they did calls: a `FetchPending` raised at a source index is thrown into each
 step below it in turn, where `ask_all` catches it to ask its other inputs too.
 
-Invariant (checked by `tests/dataflow/test_upquery_depth.py`): `run` keeps the Python stack
+Invariant (checked by `tests/planner/test_deep_plans.py`): `run` keeps the Python stack
 within a constant bound for any plan depth.
 """
 

@@ -11,6 +11,7 @@ from .scheduler_state import SchedulerState
 from .spark_deadline import SparkTimeout
 from .spark_session import SparkProviderStopped
 from .store_manifest import StoreWriteError
+from .types import LoggedBatch
 
 log = logging.getLogger("pomoview.scheduler")
 
@@ -69,8 +70,7 @@ class Flusher(SchedulerState):
         """Moves the applied batches the store lacks into Parquet, then trims the log;
         returns the store's version."""
         with self._dataflow:
-            stored = self.store.version
-            pending = [b for b in self.tail.flushable(self.applied_epoch) if b.epoch > stored]
+            pending = self._unflushed()
         if any(c.inserts or c.deletes for b in self._storable(pending) for c in b.changes.values()):
             # The session first, outside the flush lock, which an install takes: an install
             # must not wait behind a flush that waits for the JVM to boot (a minute, at worst).
@@ -79,9 +79,7 @@ class Flusher(SchedulerState):
         with self._flushing:
             started = time.perf_counter()
             with self._dataflow:
-                stored = self.store.version
-                # The tail may still hold flushed batches that a running lookup needs.
-                batches = [b for b in self.tail.flushable(self.applied_epoch) if b.epoch > stored]
+                batches = self._unflushed()
                 # The @next state at the last of them (the applied epoch), if the program has any.
                 checkpoint = self._time_checkpoint() if batches else None
             if batches:
@@ -98,6 +96,12 @@ class Flusher(SchedulerState):
             if batches:  # an idle flush every interval would only bury the real ones near 0
                 self.metrics.flush_seconds.observe(time.perf_counter() - started)
             return durable
+
+    def _unflushed(self) -> list[LoggedBatch]:
+        """The applied batches the store lacks (under the dataflow lock). The tail may still
+        hold flushed batches that a running lookup needs."""
+        stored = self.store.version
+        return [b for b in self.tail.flushable(self.applied_epoch) if b.epoch > stored]
 
     def _truncate_log(self) -> int:
         """Trims the log behind what is durable in Parquet and what no running upquery needs.

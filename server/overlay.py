@@ -123,7 +123,7 @@ class LogTail:
 def _index_change(
     index: dict[tuple[Value, ...], _Ops], positions: tuple[int, ...], epoch: int, change: SourceChange
 ) -> None:
-    # A batch's inserts before its deletes, as `operations` replays them.
+    # A batch's inserts before its deletes, as `_operations` replays them.
     for side, op in ((change.inserts, 1), (change.deletes, -1)):
         for t in side:
             index.setdefault(tuple(t[i] for i in positions), []).append((epoch, t, op))

@@ -187,6 +187,18 @@ def end_session(session: SparkSession) -> None:
         proc.wait(timeout=_JVM_EXIT_WAIT)  # type: ignore[attr-defined]
 
 
+def _stat_fields(pid: int | str) -> list[bytes] | None:
+    """The fields of /proc/<pid>/stat after the command name (state, parent, ...); None if
+    the process is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as file:
+            stat = file.read()
+    except OSError:
+        return None
+    # The command name comes in parentheses and may hold spaces and parentheses itself.
+    return stat[stat.rindex(b")") + 2 :].split()
+
+
 def _children_by_parent() -> dict[int, list[int]]:
     """Every process's children, read from /proc; empty where there is no /proc (not Linux)."""
     tree: dict[int, list[int]] = {}
@@ -195,16 +207,8 @@ def _children_by_parent() -> dict[int, list[int]]:
     except OSError:
         return tree
     for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as file:
-                stat = file.read()
-        except OSError:
-            continue  # it exited meanwhile
-        # The command name comes in parentheses and may hold spaces and parentheses itself.
-        fields = stat[stat.rindex(b")") + 2 :].split()
-        tree.setdefault(int(fields[1]), []).append(int(entry))
+        if entry.isdigit() and (fields := _stat_fields(entry)) is not None:  # else it exited
+            tree.setdefault(int(fields[1]), []).append(int(entry))
     return tree
 
 
@@ -222,12 +226,8 @@ def descendants(pid: int) -> set[int]:
 
 
 def _process_state(pid: int) -> str | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as file:
-            stat = file.read()
-    except OSError:
-        return None
-    return stat[stat.rindex(b")") + 2 :].split()[0].decode()
+    fields = _stat_fields(pid)
+    return None if fields is None else fields[0].decode()
 
 
 def own_processes() -> frozenset[int]:

@@ -9,6 +9,10 @@ from .store_fs import StoreFS
 from .store_layout import _BUCKET_DIR
 
 
+def _file_name(bucket: int, i: int) -> str:
+    return f"b{bucket:05d}-{i}.parquet"
+
+
 def flatten_partitions(fs: StoreFS, tmp: str, buckets: int) -> tuple[tuple[int, str], ...]:
     """For a write whose Spark partition i holds bucket i only: each `part-<i>-…` file is
     bucket i's. Returns (bucket, file name) pairs, sorted."""
@@ -19,7 +23,7 @@ def flatten_partitions(fs: StoreFS, tmp: str, buckets: int) -> tuple[tuple[int, 
         if entry.name.endswith(".parquet") and entry.name.startswith("part-"):
             b = int(entry.name.split("-")[1])
             assert 0 <= b < buckets, f"{entry.name}: partition {b} of a part with {buckets} buckets"
-            name = f"b{b:05d}-{per_bucket[b]}.parquet"
+            name = _file_name(b, per_bucket[b])
             per_bucket[b] += 1
             fs.rename(path, fs.join(tmp, name))
             files.append((b, name))
@@ -45,7 +49,7 @@ def flatten_bucket_dirs(fs: StoreFS, tmp: str) -> tuple[tuple[int, str], ...]:
                 if not f.is_dir and f.name.endswith(".parquet") and not f.name.startswith(".")
             ]
             for i, f in enumerate(written):
-                name = f"b{b:05d}-{i}.parquet"
+                name = _file_name(b, i)
                 fs.rename(fs.join(path, f), fs.join(tmp, name))
                 files.append((b, name))
             fs.delete_tree(path)
