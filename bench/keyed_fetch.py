@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pyspark.sql import functions as F  # noqa: E402
 
-from pomoview.server.source_store import SourceStore  # noqa: E402
-from pomoview.server.spark_session import create_spark_session  # noqa: E402
+from pomoview.server.spark.session import create_spark_session  # noqa: E402
+from pomoview.server.store.source_store import SourceStore  # noqa: E402
 
 
 def _percentile(values: list[float], q: float) -> float:

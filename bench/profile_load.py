@@ -26,9 +26,9 @@ import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
-from pomoview.server.bulk_load import Progress  # noqa: E402
-from pomoview.server.scheduler import Scheduler  # noqa: E402
-from pomoview.server.spark_session import create_spark_session  # noqa: E402
+from pomoview.server.load.bulk_load import Progress  # noqa: E402
+from pomoview.server.scheduler.scheduler import Scheduler  # noqa: E402
+from pomoview.server.spark.session import create_spark_session  # noqa: E402
 
 PROGRAM = (Path(__file__).resolve().parents[1] / "examples" / "votes.pomo").read_text()
 

@@ -54,7 +54,7 @@ import pyarrow.parquet as pq  # noqa: E402
 
 from pomoview.client import Client, messages  # noqa: E402
 from pomoview.server.types import LoggedBatch, SourceChange  # noqa: E402
-from pomoview.server.wal import encode_record  # noqa: E402
+from pomoview.server.wal.wal import encode_record  # noqa: E402
 from tests.e2e.server_process import VOTES, ServerProcess  # noqa: E402
 
 VIEW = "articleWithVotes"
@@ -193,7 +193,7 @@ class CopyPeer:
     as the server's) that reads the Parquet file and writes it as Parquet, nothing else."""
 
     def __init__(self) -> None:
-        from pomoview.server.spark_session import create_spark_session
+        from pomoview.server.spark.session import create_spark_session
 
         self.spark = create_spark_session("local[*]")
 

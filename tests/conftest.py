@@ -26,7 +26,7 @@ os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
 def spark() -> Iterator[SparkSession]:
     """One local Spark session for the whole run; the JVM starts only if a test asks for it."""
     # Imported here so that test runs without pyspark (client-only installs) still collect.
-    from pomoview.server.spark_session import create_spark_session
+    from pomoview.server.spark.session import create_spark_session
 
     session = create_spark_session("local[2]")
     yield session

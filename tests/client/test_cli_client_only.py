@@ -1,4 +1,4 @@
-"""`pomoview.server.cli` must import on a client-only install (no pyspark, no lark)."""
+"""`pomoview.server.cli.commands` must import on a client-only install (no pyspark, no lark)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ SCRIPT = """
 import sys
 sys.modules['pyspark'] = None
 sys.modules['lark'] = None
-import pomoview.server.cli
-heavy = [m for m in ('pomoview.server.app', 'pomoview.planner', 'pomoview.dataflow')
+import pomoview.server.cli.commands
+heavy = [m for m in ('pomoview.server.api.app', 'pomoview.planner', 'pomoview.dataflow')
          if m in sys.modules]
 assert not heavy, heavy
 """

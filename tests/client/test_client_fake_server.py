@@ -28,9 +28,9 @@ from pomoview.client import (
 )
 from pomoview.client.values import columns_to_rows, row_to_dict
 from pomoview.proto.pomoview.v1 import view_service_pb2 as pb
-from pomoview.server.cli import main
-from pomoview.server.limits import LIMITS, Limits
-from pomoview.server.security import ServerSecurity
+from pomoview.server.api.security import ServerSecurity
+from pomoview.server.cli.commands import main
+from pomoview.server.limits.requests import LIMITS, Limits
 
 # ---------------------------------------------------------------- sync client
 
@@ -424,9 +424,9 @@ def test_cli_argparse_errors_exit_2() -> None:
 
 def test_cli_serve_passes_arguments(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     calls: list[dict[str, object]] = []
-    fake_app = types.ModuleType("pomoview.server.app")
+    fake_app = types.ModuleType("pomoview.server.api.app")
     fake_app.serve = lambda **kw: calls.append(kw)  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "pomoview.server.app", fake_app)
+    monkeypatch.setitem(sys.modules, "pomoview.server.api.app", fake_app)
     monkeypatch.setenv("POMOVIEW_SPARK_MASTER", "spark://h:7077")
     monkeypatch.delenv("POMOVIEW_DATA", raising=False)
     monkeypatch.delenv("POMOVIEW_STORE", raising=False)

@@ -26,8 +26,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2_grpc
 
 from pomoview.client import AsyncClient, Unauthenticated, Unavailable
-from pomoview.server.cli import main
-from pomoview.server.security import ServerSecurity, is_loopback
+from pomoview.server.api.security import ServerSecurity, is_loopback
+from pomoview.server.cli.commands import main
 
 from .server_process import VOTES, ServerProcess
 

@@ -9,7 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from pomoview.server.cli import SERVE_ENV, UsageError, build_parser, main, resolve_serve_config, spark_timeout
+from pomoview.server.cli.commands import (
+    SERVE_ENV,
+    UsageError,
+    build_parser,
+    main,
+    resolve_serve_config,
+    spark_timeout,
+)
 
 from .server_process import VOTES, ServerProcess, wait_for_flush
 from .votes_model import VotesModel

@@ -936,7 +936,7 @@ def test_sigkill_during_flushes_sweep(tmp_path: Path) -> None:
 
 def _compaction_parts() -> int:
     """How many parts of a source make the flusher compact it."""
-    from pomoview.server.scheduler import Scheduler
+    from pomoview.server.scheduler.scheduler import Scheduler
 
     return Scheduler.compact_min_parts
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from pomoview.server.cli import UsageError, build_parser, metrics_port, resolve_serve_config
+from pomoview.server.cli.commands import UsageError, build_parser, metrics_port, resolve_serve_config
 
 from .server_process import VOTES, ServerProcess
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from pomoview.client import Client
-from pomoview.server import explain
-from pomoview.server.cli import main
+from pomoview.server.cli import explain
+from pomoview.server.cli.commands import main
 
 from .server_process import ServerProcess, wait_for_flush
 from .votes_model import VotesModel

@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union
 
-from pomoview.server.fileio import OS_FILES, DirEntry, FileIO, LogFile, StrPath
+from pomoview.server.disk.fileio import OS_FILES, DirEntry, FileIO, LogFile, StrPath
 
 # An operation of the trace: a tuple whose first item says what it is (`Model.apply`).
 Op = tuple[Any, ...]

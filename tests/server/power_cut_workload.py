@@ -39,11 +39,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pomoview.server.fileio import FileIO
-from pomoview.server.source_store import SourceStore
-from pomoview.server.store_fs import LocalFS
+from pomoview.server.disk.fileio import FileIO
+from pomoview.server.store.fs import LocalFS
+from pomoview.server.store.source_store import SourceStore
 from pomoview.server.types import LoggedBatch, SourceChange, SourceSchema, Tuple_
-from pomoview.server.wal import WalCorruption, WriteAheadLog
+from pomoview.server.wal.wal import WalCorruption, WriteAheadLog
 
 from .crash_fs import CrashFS
 
@@ -307,7 +307,7 @@ def run_scheduler_sequence(
 ) -> Run:
     """The sequence on the real `Scheduler` (its write path, flusher and store, Spark writing
     the Parquet): one flush while writes go on, then a compaction while writes go on."""
-    from pomoview.server.scheduler import Scheduler
+    from pomoview.server.scheduler.scheduler import Scheduler
 
     s = Scheduler(data, lambda: spark, flush_interval=3600, files=fs)
     s.compact_min_parts = 1  # compact the one flushed part

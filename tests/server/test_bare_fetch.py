@@ -11,7 +11,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from pomoview.server.source_store import SourceStore
+from pomoview.server.store.source_store import SourceStore
 from pomoview.server.types import LoggedBatch, SourceChange
 
 SCHEMA = [("k", "int"), ("v", "int")]

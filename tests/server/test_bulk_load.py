@@ -15,9 +15,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pomoview.server.bulk_load import BadInput, LoadJob, Progress, resolve_format
 from pomoview.server.errors import FailedPrecondition, InvalidArgument, NotFound, ServiceError, Unimplemented
-from pomoview.server.scheduler import Scheduler
+from pomoview.server.load.bulk_load import BadInput, LoadJob, Progress, resolve_format
+from pomoview.server.scheduler.scheduler import Scheduler
 
 VOTE = (("article_id", "int"), ("user_id", "int"))
 MIXED = (("i", "int"), ("f", "float"), ("s", "string"), ("b", "bool"))
@@ -619,7 +619,7 @@ def test_a_failed_pass_uses_no_epoch(
 
 
 def test_a_staged_load_never_published_is_gone_at_the_next_open(tmp_path: Path, spark: Any) -> None:
-    from pomoview.server.source_store import SourceStore
+    from pomoview.server.store.source_store import SourceStore
 
     store = SourceStore(str(tmp_path / "store"), lambda: spark)
     store.ensure_source("s", VOTE)

@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from pomoview.server.scheduler import Scheduler
+from pomoview.server.scheduler.scheduler import Scheduler
 
 VOTES = """
 source article(id: int, title: string).

@@ -21,9 +21,9 @@ import pytest
 from pomoview.client import messages
 from pomoview.planner.engine import Engine
 from pomoview.proto.pomoview.v1 import view_service_pb2 as pb
-from pomoview.server import explain
-from pomoview.server.cli_values import UsageError
-from pomoview.server.service import node_message
+from pomoview.server.api.service import node_message
+from pomoview.server.cli import explain
+from pomoview.server.cli.values import UsageError
 
 REPO = Path(__file__).resolve().parents[2]
 NO_DOT = "Graphviz's dot is not installed (apt-get install graphviz); the DOT is not parsed"

@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from pomoview.server.scheduler import Scheduler
+from pomoview.server.scheduler.scheduler import Scheduler
 
 VOTES = """
 source article(id: int, title: string).

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pomoview.server.scheduler import Scheduler
+from pomoview.server.scheduler.scheduler import Scheduler
 
 PROGRAM = """
 source a(x: int, y: string).

@@ -11,8 +11,8 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pomoview.server.store_fetch import latest_of_table
-from pomoview.server.store_layout import _latest
+from pomoview.server.store.fetch import latest_of_table
+from pomoview.server.store.layout import _latest
 
 TYPES = {
     "int": (pa.int64(), st.integers(-3, 3)),

@@ -11,9 +11,9 @@ import pytest
 
 from pomoview.planner.compile import compile_program
 from pomoview.planner.size import plan_depth
-from pomoview.server import program_limits
 from pomoview.server.errors import ResourceExhausted
-from pomoview.server.limits import LIMITS, LimitConfigError, Limits
+from pomoview.server.limits import programs as program_limits
+from pomoview.server.limits.requests import LIMITS, LimitConfigError, Limits
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "planner"))
 from program_shapes import chain, wide  # noqa: E402

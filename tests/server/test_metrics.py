@@ -10,9 +10,9 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from pomoview.dataflow.introspect import NodeInfo
-from pomoview.server.counters import Stats
-from pomoview.server.metrics import Metrics, per_view
-from pomoview.server.scheduler import Scheduler
+from pomoview.server.scheduler.counters import Stats
+from pomoview.server.scheduler.metrics import Metrics, per_view
+from pomoview.server.scheduler.scheduler import Scheduler
 
 from .test_scheduler import PROGRAM_A, row
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import random
 
-from pomoview.server.overlay import LogTail
+from pomoview.server.reads.overlay import LogTail
 from pomoview.server.types import LoggedBatch, SourceChange, Tuple_
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from pomoview.dataflow.keyed_state import PackedGroup
-from pomoview.server.scheduler import Scheduler
+from pomoview.server.scheduler.scheduler import Scheduler
 
 VOTES = """
 source article(id: int, title: string).

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pomoview.server.scheduler import Scheduler
+from pomoview.server.scheduler.scheduler import Scheduler
 
 PROGRAM = """
 source story(id: int, author_id: int, title: string).

@@ -24,10 +24,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pomoview.server.source_store import SourceStore
-from pomoview.server.store_fs import LocalFS
+from pomoview.server.store.fs import LocalFS
+from pomoview.server.store.source_store import SourceStore
 from pomoview.server.types import LoggedBatch, SourceChange
-from pomoview.server.wal import WriteAheadLog
+from pomoview.server.wal.wal import WriteAheadLog
 
 from .crash_fs import VARIANTS, CrashFS, Op, Tree, cut_points, cut_states, materialize
 from .power_cut_workload import SCHEMA, SOURCE, Key, Run, _no_spark, check_restart

@@ -16,7 +16,7 @@ from pomoview.server.errors import (
     OutOfRange,
     ResourceExhausted,
 )
-from pomoview.server.scheduler import Scheduler
+from pomoview.server.scheduler.scheduler import Scheduler
 
 from .conftest import fill
 

@@ -21,9 +21,9 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
 
-from pomoview.server.source_store import SchemaMismatch, SourceStore
-from pomoview.server.store_fs import HadoopFS, LocalFS, StoreLocationError, split_location
-from pomoview.server.store_layout import _spark_hash, _struct
+from pomoview.server.store.fs import HadoopFS, LocalFS, StoreLocationError, split_location
+from pomoview.server.store.layout import _spark_hash, _struct
+from pomoview.server.store.source_store import SchemaMismatch, SourceStore
 from pomoview.server.types import LoggedBatch, SourceChange, SourceSchema, Tuple_, Value
 
 R: SourceSchema = (("a", "int"), ("b", "string"), ("c", "bytes"), ("d", "float"), ("e", "bool"))

@@ -11,7 +11,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from pomoview.server.errors import DeadlineExceeded
-from pomoview.server.spark_deadline import SparkTimeout, deadline, watchdog_running
+from pomoview.server.spark.deadline import SparkTimeout, deadline, watchdog_running
 
 
 def blocked(spark: Any) -> Any:

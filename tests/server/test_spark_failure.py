@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from pomoview.server.errors import Unavailable
-from pomoview.server.scheduler import Scheduler
-from pomoview.server.spark_session import SparkSessionLost
+from pomoview.server.scheduler.scheduler import Scheduler
+from pomoview.server.spark.session import SparkSessionLost
 
 VOTES = """
 source article(id: int, title: string).

@@ -10,7 +10,7 @@ import pytest
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
 
-from pomoview.server.spark_session import (
+from pomoview.server.spark.session import (
     SparkProvider,
     SparkProviderStopped,
     SparkSessionLost,

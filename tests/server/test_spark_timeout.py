@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from pomoview.server.errors import DeadlineExceeded
-from pomoview.server.scheduler import Scheduler
-from pomoview.server.spark_deadline import STALL_ENV, SparkTimeouts, watchdog_running
+from pomoview.server.scheduler.scheduler import Scheduler
+from pomoview.server.spark.deadline import STALL_ENV, SparkTimeouts, watchdog_running
 
 VOTES = """
 source article(id: int, title: string).

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from pomoview.server import store_fs
-from pomoview.server.scheduler import Scheduler
-from pomoview.server.store_manifest import StoreWriteError
+from pomoview.server.scheduler.scheduler import Scheduler
+from pomoview.server.store import fs as store_fs
+from pomoview.server.store.manifest import StoreWriteError
 
 from .conftest import fill
 

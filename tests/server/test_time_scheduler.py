@@ -12,8 +12,8 @@ import pytest
 
 from pomoview.planner.engine import Engine
 from pomoview.server.errors import FailedPrecondition
-from pomoview.server.scheduler import Scheduler
-from pomoview.server.time_state import Checkpoint
+from pomoview.server.scheduler.scheduler import Scheduler
+from pomoview.server.temporal.time_state import Checkpoint
 
 # The programs are shared with tests/e2e/test_time.py, next to which they live.
 sys.path.insert(0, str(Path(__file__).parents[1] / "e2e"))

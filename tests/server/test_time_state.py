@@ -15,8 +15,8 @@ from pomoview.dataflow.keyed_state import Key, Row
 from pomoview.dataflow.node import Filters
 from pomoview.planner.compile import compile_program
 from pomoview.planner.engine import Engine
-from pomoview.server.scheduler import Scheduler
-from pomoview.server.time_state import Checkpoint, TimeState
+from pomoview.server.scheduler.scheduler import Scheduler
+from pomoview.server.temporal.time_state import Checkpoint, TimeState
 from pomoview.server.types import LoggedBatch, SourceChange
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "e2e"))

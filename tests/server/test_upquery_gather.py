@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from pomoview.dataflow.node import FetchRequest
-from pomoview.server import upquery_jobs
-from pomoview.server.upquery_jobs import UpqueryJobs
+from pomoview.server.reads import upquery_jobs
+from pomoview.server.reads.upquery_jobs import UpqueryJobs
 
 
 class Recorder:

@@ -15,9 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pomoview.server import wal as wal_module
 from pomoview.server.types import LoggedBatch, SourceChange, SourceSchema, Tuple_
-from pomoview.server.wal import Commit, WalCorruption, WriteAheadLog
+from pomoview.server.wal import wal as wal_module
+from pomoview.server.wal.wal import Commit, WalCorruption, WriteAheadLog
 
 from .conftest import fill
 

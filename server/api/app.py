@@ -1,0 +1,303 @@
+"""`pomoview serve`: wires the Spark session, the scheduler and the gRPC server together."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Mapping
+from concurrent import futures
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from pomoview.proto.pomoview.v1 import view_service_pb2 as pb
+from pomoview.server.api.security import SecurityConfigError, ServerSecurity, is_loopback
+from pomoview.server.api.service import ViewService, add_view_service
+from pomoview.server.disk.fileio import OS_FILES
+from pomoview.server.disk.fsync import fsync_path
+from pomoview.server.errors import ServiceError
+from pomoview.server.limits.requests import Limits
+from pomoview.server.reads.subscriptions import DEFAULT_BUFFER_ROWS
+from pomoview.server.scheduler.memory_budget import format_bytes
+from pomoview.server.scheduler.metrics import Metrics
+from pomoview.server.scheduler.scheduler import Scheduler
+from pomoview.server.spark.deadline import DEFAULT_READ_TIMEOUT, DEFAULT_WRITE_TIMEOUT, SparkTimeouts
+from pomoview.server.spark.session import SparkProvider, create_spark_session
+from pomoview.server.store.fs import StoreLocationError, split_location
+
+log = logging.getLogger("pomoview")
+
+
+# The store a data folder was last used with: its write-ahead log holds only what that store
+# does not, so starting it with another store would silently lose the writes flushed there.
+STORE_MARKER = "store-location"
+
+
+class ConfigError(Exception):
+    """A configuration the server cannot start with; the message says why."""
+
+
+def store_location(store: str | None, data_dir: Path) -> Path | str:
+    """Where the Parquet store lives: a local folder (a Path) for a path or a file:// URI,
+    `<data_dir>/store` for None; any other URI as given (a str), to be opened with the Spark
+    JVM's Hadoop client (hdfs://, s3a://, ...; `hadoop+URI` forces a URI through it). A
+    location that is neither a path nor an absolute URI is refused with ConfigError; whether
+    Hadoop can use a URI is only known once the store opens (`StoreLocationError`)."""
+    if store is None:
+        return (data_dir / "store").absolute()
+    try:
+        kind, where = split_location(store)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+    return Path(where) if kind == "local" else store
+
+
+def _recorded_location(text: str, data_abs: Path) -> Path | str:
+    try:
+        if split_location(text)[0] == "hadoop":
+            return text
+    except ValueError:
+        pass
+    return data_abs / text  # relative: inside the data folder; an absolute path stays itself
+
+
+def _same_store(a: Path | str, b: Path | str) -> bool:
+    if isinstance(a, Path) and isinstance(b, Path):
+        return a.resolve() == b.resolve()
+    return isinstance(a, str) and isinstance(b, str) and a.rstrip("/") == b.rstrip("/")
+
+
+def check_store_marker(data_dir: Path, store: Path | str) -> None:
+    """Refuses a store other than the one `data_dir` was last used with; records it if new."""
+    marker = data_dir / STORE_MARKER
+    data_abs = data_dir.absolute()
+    previous: Path | str | None
+    if marker.exists():
+        # A store inside the data folder is recorded relative to it, so the folder can move.
+        previous = _recorded_location(marker.read_text(encoding="utf-8").strip(), data_abs)
+    elif (data_dir / "store" / "manifest.json").exists():
+        previous = data_abs / "store"  # a data folder older than the marker
+    else:
+        previous = None
+    if previous is not None and not _same_store(previous, store):
+        raise ConfigError(
+            f"the data folder {data_dir} was last used with the store {previous}, not "
+            f"{store}: its write-ahead log holds only the writes that store lacks. Start "
+            f"with --store {previous}, or, if you moved that store, write its new location "
+            f"into {marker}"
+        )
+    if not marker.exists():
+        OS_FILES.makedirs_durably(data_dir)  # acknowledged writes will live in it
+        tmp = marker.with_suffix(".tmp")
+        with open(tmp, "w", encoding="utf-8") as f:
+            if isinstance(store, Path):
+                inside = store.resolve().is_relative_to(data_abs.resolve())
+                recorded: Path | str = store.resolve().relative_to(data_abs.resolve()) if inside else store
+            else:
+                recorded = store
+            f.write(f"{recorded}\n")
+            f.flush()
+            os.fsync(f.fileno())
+        tmp.replace(marker)
+        fsync_path(data_dir)
+
+
+GRPC_THREADS = 256
+
+
+def serve(
+    *,
+    data_dir: Path,
+    host: str = "127.0.0.1",
+    port: int = 7878,
+    metrics_port: int | None = None,
+    program: Path | None = None,
+    spark_master: str = "local[*]",
+    flush_interval: float = 5.0,
+    store: str | None = None,
+    origins: Mapping[str, str] | None = None,
+    full_state: bool = False,
+    memory_budget: int | None = None,
+    spark_timeout: float | None = DEFAULT_READ_TIMEOUT,
+    spark_write_timeout: float | None = DEFAULT_WRITE_TIMEOUT,
+    security: ServerSecurity | None = None,
+    subscription_buffer: int = DEFAULT_BUFFER_ROWS,
+    limits: Limits | None = None,
+) -> None:
+    """Runs the server until SIGINT or SIGTERM. Prints `pomoview listening on HOST:PORT` when ready.
+
+    `store` is a local folder, a file:// URI or any URI Spark's Hadoop client can write
+    (default `<data_dir>/store`, see `store_location`); `origins` says
+    where each setting came from (flag, env or default), for the configuration log line.
+    `security` holds the token and TLS files (default: none, which only loopback allows).
+    `spark_timeout` and `spark_write_timeout` are the deadlines in seconds (None: none) of the
+    Spark jobs that read and that write the store (see `spark_deadline`).
+    `limits` are what one request may ask for (default: `Limits()`'s).
+    """
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    # py4j logs every lost connection at INFO; a dead JVM is reported once, by the provider.
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    security = security or ServerSecurity()
+    limits = limits or Limits()
+    try:
+        # Before anything is written or started: a refused start leaves no trace.
+        security.check_host(host)
+        location = store_location(store, data_dir)
+        check_store_marker(data_dir, location)
+    except (ConfigError, SecurityConfigError, OSError) as err:
+        print(f"pomoview: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
+    origin = dict(origins or {})
+
+    def setting(name: str, value: object) -> str:
+        return f"{name}={value}" + (f" ({origin[name]})" if name in origin else "")
+
+    log.info(
+        "configuration: %s",
+        ", ".join(
+            [
+                setting("data", data_dir.absolute()),
+                setting("store", location.as_uri() if isinstance(location, Path) else location),
+                setting("spark_master", spark_master),
+                setting("host", host),
+                setting("port", port),
+                *(f"{name}={value}" for name, value in security.describe().items()),
+                setting("metrics_port", "off" if metrics_port is None else metrics_port),
+                setting("flush_interval", f"{flush_interval}s"),
+                setting("program", program if program is not None else "none"),
+                setting("full_state", full_state),
+                setting(
+                    "memory_budget",
+                    "none" if memory_budget is None else f"{memory_budget} ({format_bytes(memory_budget)})",
+                ),
+                f"subscription_buffer={subscription_buffer} rows",
+                *(
+                    setting(name, "none" if seconds is None else f"{seconds:g}s")
+                    for name, seconds in (
+                        ("spark_timeout", spark_timeout),
+                        ("spark_write_timeout", spark_write_timeout),
+                    )
+                ),
+                *(setting(name, value) for name, value in limits.describe().items()),
+            ]
+        ),
+    )
+    if security.token is None and not security.mutual_tls and not is_loopback(host):
+        log.warning(
+            "listening on %s without authentication (--insecure): anyone who can reach it can "
+            "read and write every view",
+            host,
+        )
+    metrics = Metrics()
+    if metrics_port is not None:
+        try:  # before Spark starts: a port in use is refused at once
+            log.info("metrics at %s", metrics.serve(host, metrics_port))
+        except OSError as err:
+            print(f"pomoview: cannot serve metrics on {host}:{metrics_port}: {err}", file=sys.stderr)
+            raise SystemExit(2) from None
+    server, bound = _bind(host, port, security, limits)
+    spark = SparkProvider(lambda: create_spark_session(spark_master))
+    # The JVM takes seconds to boot: start it now so the first upquery does not wait for it.
+    spark.start_in_background()
+    try:
+        # A store on Hadoop's file system opens through the JVM: this waits for it to boot.
+        scheduler = Scheduler(
+            data_dir,
+            spark,
+            flush_interval=flush_interval,
+            store_dir=location,
+            full_state=full_state,
+            memory_budget=memory_budget,
+            metrics=metrics,
+            subscription_buffer=subscription_buffer,
+            spark_timeouts=SparkTimeouts(spark_timeout, spark_write_timeout),
+            limits=limits,
+        )
+    except StoreLocationError as err:
+        print(f"pomoview: {err}", file=sys.stderr)
+        spark.stop()
+        raise SystemExit(2) from None
+    if program is not None:
+        try:
+            scheduler.install(program.read_text(), program.name)
+        except ServiceError as err:
+            print(f"pomoview: cannot install {program}:\n{err.message}", file=sys.stderr)
+            spark.stop()
+            raise SystemExit(2) from None
+    scheduler.start()
+    add_view_service(ViewService(scheduler), server)
+    health_servicer = health.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    service_name = pb.DESCRIPTOR.services_by_name["ViewService"].full_name
+    reflection.enable_server_reflection(
+        (service_name, health.SERVICE_NAME, reflection.SERVICE_NAME), server
+    )
+    done = threading.Event()
+
+    def on_signal(signum: int, frame: object) -> None:
+        done.set()
+
+    # Before the line that says the server is ready: a supervisor may signal at once, and the
+    # default action would kill the process, leaving a booting JVM to exit on its own.
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    server.start()
+    for name in ("", service_name):
+        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    print(f"pomoview listening on {host}:{bound}", flush=True)
+    if os.environ.get("POMOVIEW_TRACEMALLOC"):
+        # Memory debugging: `kill -USR1 <pid>` logs the 25 largest allocation sites.
+        import tracemalloc
+
+        tracemalloc.start(int(os.environ["POMOVIEW_TRACEMALLOC"]))
+
+        def dump(signum: int, frame: object) -> None:
+            snapshot = tracemalloc.take_snapshot()
+            total = sum(stat.size for stat in snapshot.statistics("filename"))
+            log.info("tracemalloc: %d MiB traced", total >> 20)
+            for stat in snapshot.statistics("lineno")[:25]:
+                log.info("tracemalloc: %s", stat)
+
+        signal.signal(signal.SIGUSR1, dump)
+    done.wait()
+    log.info("shutting down")
+    health_servicer.enter_graceful_shutdown()
+    server.stop(grace=2).wait()
+    # A JVM still booting serves nobody now: killed, it releases a flush waiting for it, so
+    # that the scheduler's stop does not wait for the boot. Acknowledged writes are in the log.
+    spark.abort_boot()
+    scheduler.stop()
+    spark.stop()
+
+
+def _bind(host: str, port: int, security: ServerSecurity, limits: Limits) -> tuple[grpc.Server, int]:
+    """The gRPC server, bound to its port before Spark starts, so that a port in use (or a
+    TLS key that does not match its certificate) is refused at once. Exits with 1 if not."""
+    # A lookup that misses holds its thread while its Spark job runs; concurrent misses can
+    # only share a job (upquery_jobs.py) if they are all being served, so the pool is wide.
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=GRPC_THREADS, thread_name_prefix="grpc"),
+        interceptors=security.interceptors(),
+        # gRPC sets SO_REUSEPORT by default: a second server on a port in use would bind
+        # without error and share the clients with the first (seen with two `serve`s on 7878).
+        options=[*limits.grpc_options(), ("grpc.so_reuseport", 0)],
+    )
+    credentials = security.server_credentials()
+    try:
+        if credentials is None:
+            bound = server.add_insecure_port(f"{host}:{port}")
+        else:
+            bound = server.add_secure_port(f"{host}:{port}", credentials)
+    except RuntimeError:  # grpc raises where it used to return 0
+        bound = 0
+    if bound == 0:
+        # grpc checks the key against the certificate only here, with nothing but "failed to bind".
+        hint = " (is --tls-key the private key of --tls-cert?)" if credentials is not None else ""
+        print(f"pomoview: cannot listen on {host}:{port}{hint}", file=sys.stderr)
+        raise SystemExit(1)
+    return server, bound

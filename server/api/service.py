@@ -1,0 +1,480 @@
+"""The gRPC ViewService: wire messages <-> the scheduler, errors -> status codes."""
+
+from __future__ import annotations
+
+import logging
+import math
+import queue
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import grpc
+from google.protobuf.message import DecodeError, Message
+
+from pomoview.dataflow.introspect import NodeInfo
+from pomoview.planner.compile import CompiledProgram
+from pomoview.proto.pomoview.v1 import view_service_pb2 as pb
+from pomoview.proto.pomoview.v1 import view_service_pb2_grpc as pb_grpc
+from pomoview.server.errors import ServiceError
+from pomoview.server.load.bulk_load import Progress
+from pomoview.server.reads.subscriptions import Subscription
+from pomoview.server.scheduler.scheduler import Scheduler
+from pomoview.server.scheduler.write_rows import Column, ColumnRows, Rows, TypedRow
+from pomoview.server.types import Value
+
+log = logging.getLogger("pomoview.service")
+T = TypeVar("T")
+Encoder = Callable[[list[tuple[object, ...]]], bytes]
+
+_KINDS = {
+    "int_value": "int",
+    "float_value": "float",
+    "string_value": "string",
+    "bool_value": "bool",
+    "bytes_value": "bytes",
+    "cid_value": "cid",
+}
+_FIELDS = {v: k for k, v in _KINDS.items()}
+# A `Column`'s oneof cases: `Value`'s, plural ("int_values").
+_COLUMN_KINDS = {f"{k}s": v for k, v in _KINDS.items()}
+
+
+def typed_row(row: pb.Row, where: str) -> TypedRow:
+    out: dict[str, tuple[str, Value]] = {}
+    for name, value in row.fields.items():
+        kind = value.WhichOneof("kind")
+        if kind is None:
+            raise _invalid(f"{where}: attribute {name!r} has no value")
+        out[name] = (_KINDS[kind], getattr(value, kind))
+    # NaN equals nothing, itself included: a row holding it could never be deleted, nor a key
+    # holding it found. The first such attribute by name, as the columnar form reports it.
+    nan = sorted(n for n, (k, v) in out.items() if k == "float" and math.isnan(v))  # type: ignore[arg-type]
+    if nan:
+        raise _invalid(f"{where}: attribute {nan[0]!r} is NaN, which equals no value")
+    return out
+
+
+def column_rows(columns: pb.Columns) -> ColumnRows:
+    """The columnar form of one side of a change, for `write_rows.to_tuples` to check."""
+    out = []
+    for column in columns.columns:
+        kind = column.WhichOneof("values")
+        if kind is None:
+            out.append(Column(column.name, "", ()))
+        else:
+            # A list, not the repeated field: zipping and indexing plain lists is faster.
+            out.append(Column(column.name, _COLUMN_KINDS[kind], list(getattr(column, kind).values)))
+    return ColumnRows(tuple(out))
+
+
+def _side(change: pb.SourceChanges, i: int, side: str) -> Rows:
+    """One side ("inserts" or "deletes") of change `i`, in the form it was sent in."""
+    rows = getattr(change, side)
+    field = f"{side[:-1]}_columns"
+    if change.HasField(field):
+        if rows:
+            raise _invalid(f"changes[{i}]: {side} are given both as rows and as {field}")
+        columns = column_rows(getattr(change, field))
+        # NaN is refused in the row form's words (typed_row): its first row, first name.
+        nans = [
+            (j, column.name)
+            for column in columns.columns
+            if column.type_name == "float"
+            for j in [next((j for j, v in enumerate(column.values) if v != v), None)]
+            if j is not None
+        ]
+        if nans:
+            j, name = min(nans)
+            raise _invalid(f"changes[{i}].{side}[{j}]: attribute {name!r} is NaN, which equals no value")
+        return columns
+    return [typed_row(r, f"changes[{i}].{side}[{j}]") for j, r in enumerate(rows)]
+
+
+def to_value(value: object, type_name: str) -> pb.Value:
+    if type_name == "float" and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    return pb.Value(**{_FIELDS[type_name]: value})
+
+
+def _invalid(message: str) -> ServiceError:
+    from pomoview.server.errors import InvalidArgument
+
+    return InvalidArgument(message)
+
+
+def relations_message(program: CompiledProgram) -> list[pb.Relation]:
+    out = []
+    for name, relation in program.relations.items():
+        out.append(
+            pb.Relation(
+                name=name,
+                attributes=[
+                    pb.Attribute(name=a, type=relation.types.get(a, ""))
+                    for a in relation.attributes
+                ],
+                kind=relation.kind,
+                is_view=name in program.views,
+                key=list(program.views.get(name, ())),
+            )
+        )
+    return out
+
+
+def node_message(node: NodeInfo) -> pb.DataflowNode:
+    return pb.DataflowNode(
+        id=node.id,
+        operator=node.operator,
+        detail=node.detail,
+        inputs=node.inputs,
+        stateful=node.stateful,
+        key=node.key,
+        partial=node.partial,
+        present_keys=node.present_keys,
+        rows=node.rows,
+        bytes=node.bytes,
+        dropped=node.dropped,
+        upqueries=node.upqueries,
+        evictions=node.evictions,
+        views=node.views,
+        unmeasured=node.unmeasured,
+    )
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def lookup_response_bytes(results: list[bytes], epoch: int) -> bytes:
+    """A serialized LookupResponse from serialized KeyRows: field 1 (results), length
+    delimited, once per key; then field 2 (epoch), a varint (omitted at 0, as proto3 does)."""
+    parts = []
+    for data in results:
+        parts.append(b"\x0a" + _varint(len(data)) + data)
+    if epoch:
+        parts.append(b"\x10" + _varint(epoch))
+    return b"".join(parts)
+
+
+def _serialize_lookup(response: pb.LookupResponse | bytes) -> bytes:
+    return response if isinstance(response, bytes) else response.SerializeToString()
+
+
+@dataclass(frozen=True)
+class Undecodable:
+    """A request that does not parse as its message type (malformed protobuf, or a string
+    field that is not UTF-8): the handler refuses it with INVALID_ARGUMENT. grpc would answer
+    a deserializer's exception with INTERNAL."""
+
+    message: str
+
+
+def _decoder(message_type: type[Message]) -> Callable[[bytes], object]:
+    name = message_type.DESCRIPTOR.full_name
+
+    def decode(data: bytes) -> object:
+        try:
+            return message_type.FromString(data)
+        except DecodeError as err:
+            return Undecodable(
+                f"the request is not a valid {name} ({err}); is every string field UTF-8?"
+            )
+
+    return decode
+
+
+def _refusing_undecodable(method: Callable[..., Any], streaming: bool) -> Callable[..., Any]:
+    if streaming:
+
+        def stream(request: object, context: grpc.ServicerContext) -> Iterator[Any]:
+            if isinstance(request, Undecodable):
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.message)
+            yield from method(request, context)
+
+        return stream
+
+    def unary(request: object, context: grpc.ServicerContext) -> Any:
+        if isinstance(request, Undecodable):
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.message)
+        return method(request, context)
+
+    return unary
+
+
+def add_view_service(service: ViewService, server: grpc.Server) -> None:
+    """Registers the service like the generated `add_ViewServiceServicer_to_server`, except
+    that Lookup may answer with an already serialized response, and a request that does not
+    parse gets INVALID_ARGUMENT."""
+    descriptor = pb.DESCRIPTOR.services_by_name["ViewService"]
+    handlers = {}
+    for method in descriptor.methods:
+        request = getattr(pb, method.input_type.name)
+        response = getattr(pb, method.output_type.name)
+        serialize = _serialize_lookup if method.name == "Lookup" else response.SerializeToString
+        make = (
+            grpc.unary_stream_rpc_method_handler
+            if method.server_streaming
+            else grpc.unary_unary_rpc_method_handler
+        )
+        handlers[method.name] = make(
+            _refusing_undecodable(getattr(service, method.name), method.server_streaming),
+            request_deserializer=_decoder(request),
+            response_serializer=serialize,
+        )
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(descriptor.full_name, handlers),))
+    server.add_registered_method_handlers(descriptor.full_name, handlers)
+
+
+class ViewService(pb_grpc.ViewServiceServicer):
+    def __init__(self, scheduler: Scheduler) -> None:
+        self.scheduler = scheduler
+        # (id(program), view) -> (program, its encoder of one key's rows)
+        self._encoders: dict[tuple[int, str], tuple[CompiledProgram, Encoder]] = {}
+
+    def _call(self, context: grpc.ServicerContext, fn: Callable[[], T]) -> T:
+        try:
+            return fn()
+        except ServiceError as err:
+            context.abort(getattr(grpc.StatusCode, err.code), err.message)
+        except RecursionError:
+            # Upqueries and evictions walk the plan with an explicit stack (dataflow/upquery.py),
+            # so this is a walk that still recurses per operator: a bug, but one a smaller
+            # program avoids, so say so rather than INTERNAL.
+            log.exception("recursion limit reached")
+            context.abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                "the program's dataflow is too deep for this server (lower --max-plan-depth, env "
+                "POMOVIEW_MAX_PLAN_DEPTH, refuses such programs at install)",
+            )
+        except Exception as err:
+            log.exception("internal error")
+            context.abort(grpc.StatusCode.INTERNAL, f"internal error: {type(err).__name__}: {err}")
+        raise AssertionError("unreachable: abort raises")
+
+    def Install(
+        self, request: pb.InstallRequest, context: grpc.ServicerContext
+    ) -> pb.InstallResponse:
+        def run() -> pb.InstallResponse:
+            program = self.scheduler.install(request.program, request.filename or "<program>")
+            return pb.InstallResponse(relations=relations_message(program))
+
+        return self._call(context, run)
+
+    def Write(self, request: pb.WriteRequest, context: grpc.ServicerContext) -> pb.WriteResponse:
+        def run() -> pb.WriteResponse:
+            changes = [
+                (change.source, _side(change, i, "inserts"), _side(change, i, "deletes"))
+                for i, change in enumerate(request.changes)
+            ]
+            rows = sum(len(inserts) + len(deletes) for _, inserts, deletes in changes)
+            self.scheduler.limits.check("max_write_rows", "the number of rows in the write", rows)
+            return pb.WriteResponse(epoch=self.scheduler.write(changes))
+
+        return self._call(context, run)
+
+    def Lookup(
+        self, request: pb.LookupRequest, context: grpc.ServicerContext
+    ) -> pb.LookupResponse | bytes:
+        """Answers present keys without the dataflow lock, from each key's cached wire form
+        (`Scheduler.hits`), as the serialized response itself; anything else (a miss, an
+        epoch to wait for) takes the locked path with upqueries."""
+
+        def run() -> pb.LookupResponse | bytes:
+            self.scheduler.metrics.lookups.inc()
+            self.scheduler.limits.check(
+                "max_lookup_keys", "the number of keys in the lookup", len(request.keys)
+            )
+            keys = [typed_row(k, f"keys[{i}]") for i, k in enumerate(request.keys)]
+            min_epoch = request.min_epoch if request.HasField("min_epoch") else None
+            program = self.scheduler.program
+            if program is not None and request.view in program.views and keys:
+                hit = self.scheduler.hits(request.view, keys, min_epoch, self._encoder(program, request.view))
+                if hit is not None:
+                    return lookup_response_bytes(*hit)
+            results, epoch = self.scheduler.lookup(
+                request.view, keys, min_epoch, timeout=context.time_remaining()
+            )
+            program = self.scheduler.program
+            assert program is not None
+            types: Mapping[str, str] = program.relations[request.view].types
+            return pb.LookupResponse(
+                results=[
+                    pb.KeyRows(
+                        rows=[
+                            pb.Row(fields={a: to_value(v, types[a]) for a, v in row.items()})
+                            for row in rows
+                        ]
+                    )
+                    for rows in results
+                ],
+                epoch=epoch,
+            )
+
+        return self._call(context, run)
+
+    def Subscribe(
+        self, request: pb.SubscribeRequest, context: grpc.ServicerContext
+    ) -> Iterator[pb.SubscribeUpdate]:
+        """The keys' rows (the snapshot), then their changes per epoch, until the client
+        cancels or the subscription ends with an error (subscriptions.py)."""
+
+        def start() -> tuple[list[dict[str, Value]], int, Subscription]:
+            keys = [typed_row(k, f"keys[{i}]") for i, k in enumerate(request.keys)]
+            return self.scheduler.subscribe(request.view, keys, timeout=context.time_remaining())
+
+        rows, epoch, sub = self._call(context, start)
+        typed = sub.attributes
+        # Runs however the call ends (a cancel, the client gone, the stream's end): the
+        # keys are released at once, not when this thread next wakes.
+        if not context.add_callback(lambda: self.scheduler.unsubscribe(sub)):
+            self.scheduler.unsubscribe(sub)  # the call ended already (cancelled during the fill)
+            return
+
+        def message(tuples: list[tuple[object, ...]]) -> list[pb.Row]:
+            return [
+                pb.Row(fields={a: to_value(v, t) for (a, t), v in zip(typed, row, strict=True)})
+                for row in tuples
+            ]
+
+        try:
+            yield pb.SubscribeUpdate(
+                epoch=epoch,
+                snapshot=True,
+                inserts=message([tuple(r[a] for a, _ in typed) for r in rows]),
+            )
+            while True:
+                try:
+                    item = sub.next(timeout=5.0)
+                except ServiceError as err:
+
+                    def fail(err: ServiceError = err) -> None:
+                        raise err
+
+                    self._call(context, fail)
+                    return
+                if item is None:
+                    if sub.closed or not context.is_active():
+                        return
+                    continue
+                at, changes = item
+                yield pb.SubscribeUpdate(
+                    epoch=at,
+                    inserts=message([row for row, w in changes if w > 0]),
+                    deletes=message([row for row, w in changes if w < 0]),
+                )
+        finally:
+            self.scheduler.unsubscribe(sub)
+
+    def _encoder(self, program: CompiledProgram, view: str) -> Encoder:
+        """Encodes one key's rows (tuples in the view's attribute order) as a KeyRows message."""
+        cached = self._encoders.get((id(program), view))
+        if cached is not None and cached[0] is program:
+            return cached[1]
+        relation = program.relations[view]
+        typed = [(a, relation.types[a]) for a in relation.attributes]
+
+        def encode(rows: list[tuple[object, ...]]) -> bytes:
+            return pb.KeyRows(
+                rows=[
+                    pb.Row(fields={a: to_value(v, t) for (a, t), v in zip(typed, row, strict=True)})
+                    for row in rows
+                ]
+            ).SerializeToString()
+
+        self._encoders[(id(program), view)] = (program, encode)
+        return encode
+
+    def Describe(
+        self, request: pb.DescribeRequest, context: grpc.ServicerContext
+    ) -> pb.DescribeResponse:
+        program = self.scheduler.program
+        if program is None:
+            return pb.DescribeResponse()
+        nodes: list[NodeInfo] = []
+        if request.view:
+            nodes = self._call(context, lambda: self.scheduler.dataflow_nodes(request.view))
+        return pb.DescribeResponse(
+            program=program.text,
+            relations=relations_message(program),
+            nodes=[node_message(n) for n in nodes],
+        )
+
+    def Stats(self, request: pb.StatsRequest, context: grpc.ServicerContext) -> pb.StatsResponse:
+        stats = self.scheduler.stats()
+        return pb.StatsResponse(
+            applied_epoch=stats.applied_epoch,
+            durable_epoch=stats.durable_epoch,
+            flushed_epoch=stats.flushed_epoch,
+            upqueries=stats.upqueries,
+            spark_jobs=stats.spark_jobs,
+            dropped_deltas=stats.dropped_deltas,
+            readers=[
+                pb.ReaderStats(
+                    view=r.view, key=list(r.key), partial=r.partial, present_keys=r.present_keys
+                )
+                for r in stats.readers
+            ],
+            states=[node_message(n) for n in stats.states],
+            memory_budget=stats.memory_budget,
+            rss_bytes=stats.rss_bytes,
+            baseline_rss_bytes=stats.baseline_rss_bytes,
+            partial_state_bytes=stats.partial_state_bytes,
+            eviction_rounds=stats.eviction_rounds,
+        )
+
+    def Load(
+        self, request: pb.LoadRequest, context: grpc.ServicerContext
+    ) -> Iterator[pb.LoadProgress]:
+        """Streams the load's progress, then its row count and epoch. The load runs on its own
+        thread; if the call ends early (the client cancelled or went away) its Spark jobs
+        are cancelled, and a load that had not committed yet changes nothing."""
+        # Progress reports, then (rows, epoch) or the error that ended the load.
+        events: queue.Queue[Progress | tuple[int, int] | BaseException] = queue.Queue()
+        cancelled = threading.Event()
+        context.add_callback(cancelled.set)
+
+        def run() -> None:
+            try:
+                events.put(
+                    self.scheduler.load(
+                        request.source,
+                        request.path,
+                        request.format,
+                        dict(request.options),
+                        progress=events.put,
+                        cancelled=cancelled,
+                    )
+                )
+            except BaseException as err:  # handed to the RPC thread, which reports it
+                events.put(err)
+
+        threading.Thread(target=run, name="load", daemon=True).start()
+        while True:
+            item = events.get()
+            if isinstance(item, Progress):
+                yield pb.LoadProgress(
+                    progress=pb.LoadProgress.Progress(
+                        phase=item.phase,
+                        tasks_done=item.tasks_done,
+                        tasks_total=item.tasks_total,
+                        fraction=item.fraction,
+                        rows=item.rows,
+                    )
+                )
+            elif isinstance(item, tuple):
+                rows, epoch = item
+                yield pb.LoadProgress(done=pb.LoadProgress.Done(rows=rows, epoch=epoch))
+                return
+            else:
+
+                def fail(err: BaseException = item) -> None:
+                    raise err
+
+                self._call(context, fail)
+                return

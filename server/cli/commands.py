@@ -1,0 +1,592 @@
+"""The `pomoview` command line: `serve`, `install`, `write`, `lookup`, `load`, `subscribe`,
+`stats`, `explain`.
+
+Only the standard library, `pomoview.client`, `pomoview.server.api.security` (grpc and the
+standard library), `cli_values` (the CLI's JSON values) and `explain` (drawing a view's
+dataflow) are imported at module level:
+a client-only install has no pyspark or lark, and `serve` imports the server lazily.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TextIO
+
+from pomoview.client import Client, PomoviewError, Unauthenticated, Unavailable
+from pomoview.server.api import security
+from pomoview.server.cli import explain
+from pomoview.server.cli.subscribe import add_subscribe_parser
+from pomoview.server.cli.values import (
+    UsageError,
+    format_relation,
+    parse_json_row,
+    parse_key,
+    read_changes_file,
+    row_to_json,
+)
+from pomoview.server.limits import requests as limits
+
+DEFAULT_ADDRESS = "127.0.0.1:7878"
+
+# ---------------------------------------------------------------- serve configuration
+
+# `serve` settings read from a flag, else from the environment, else a default:
+# setting -> (environment variable, default). The store's default, "", means <data>/store.
+SERVE_ENV: dict[str, tuple[str, str]] = {
+    "data": ("POMOVIEW_DATA", "./data"),
+    "store": ("POMOVIEW_STORE", ""),
+    "spark_master": ("POMOVIEW_SPARK_MASTER", "local[*]"),
+    "metrics_port": ("POMOVIEW_METRICS_PORT", ""),  # "": no metrics endpoint
+    "memory_budget": ("POMOVIEW_MEMORY_BUDGET", ""),  # "": a quarter of the machine's memory
+    "spark_timeout": ("POMOVIEW_SPARK_TIMEOUT", "300"),  # seconds; 0: no deadline
+    "spark_write_timeout": ("POMOVIEW_SPARK_WRITE_TIMEOUT", "3600"),
+    "tls_cert": ("POMOVIEW_TLS_CERT", ""),  # "": no TLS
+    "tls_key": ("POMOVIEW_TLS_KEY", ""),
+    "tls_client_ca": ("POMOVIEW_TLS_CLIENT_CA", ""),  # "": client certificates not asked for
+    # The input limits: max_message_bytes, max_program_bytes, ... (server/limits.py)
+    **limits.env_settings(),
+}
+
+
+def resolve_serve_config(
+    args: argparse.Namespace, environ: Mapping[str, str] | None = None
+) -> dict[str, tuple[str, str]]:
+    """Each `SERVE_ENV` setting's value and where it came from: "flag", "env NAME" or
+    "default". A flag wins over the environment, which wins over the default; an empty
+    environment variable counts as unset."""
+    env = os.environ if environ is None else environ
+    out: dict[str, tuple[str, str]] = {}
+    for name, (var, default) in SERVE_ENV.items():
+        flag = getattr(args, name)
+        if flag is not None:
+            out[name] = (flag, "flag")
+        elif env.get(var):
+            out[name] = (env[var], f"env {var}")
+        else:
+            out[name] = (default, "default")
+    return out
+
+
+def metrics_port(config: Mapping[str, tuple[str, str]]) -> int | None:
+    """The resolved metrics port, None when off; raises UsageError for a bad one."""
+    text, origin = config["metrics_port"]
+    if not text:
+        return None
+    if not text.isdigit() or int(text) > 65535:
+        where = "--metrics-port" if origin == "flag" else origin
+        raise UsageError(f"{where}: expected a port number (0 to 65535), got {text!r}")
+    return int(text)
+
+
+def spark_timeout(config: Mapping[str, tuple[str, str]], name: str) -> float | None:
+    """A resolved Spark deadline in seconds, None for 0 (no deadline); raises UsageError for
+    anything but a finite number >= 0."""
+    text, origin = config[name]
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < float("inf"):
+        where = "--" + name.replace("_", "-") if origin == "flag" else origin
+        raise UsageError(f"{where}: expected seconds (a number >= 0; 0 for no deadline), got {text!r}")
+    return seconds or None
+
+
+# ---------------------------------------------------------------- subcommands
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Runs the server until SIGINT/SIGTERM."""
+    config = resolve_serve_config(args)
+    try:  # before the server's imports, which take seconds
+        server_limits = limits.Limits.resolve(config)
+    except limits.LimitConfigError as err:
+        print(f"pomoview: {err}", file=sys.stderr)
+        return 2
+    try:
+        from pomoview.server.api.app import serve  # needs the server extra (pyspark, lark)
+    except ModuleNotFoundError as err:
+        print(
+            f"pomoview: serve needs the server extra ({err.name} is missing): "
+            "pip install 'pomoview[server]'",
+            file=sys.stderr,
+        )
+        return 2
+
+    from pomoview.server.reads.subscriptions import DEFAULT_BUFFER_ROWS
+    from pomoview.server.scheduler.memory_budget import default_budget, parse_bytes
+
+    metrics = metrics_port(config)
+    timeouts = {name: spark_timeout(config, name) for name in ("spark_timeout", "spark_write_timeout")}
+    budget_text, budget_origin = config["memory_budget"]
+    try:
+        budget = parse_bytes(budget_text) if budget_text else default_budget()
+    except ValueError as err:
+        where = "--memory-budget" if budget_origin == "flag" else budget_origin
+        print(f"pomoview: {where}: {err}", file=sys.stderr)
+        return 2
+    config["memory_budget"] = (str(budget), budget_origin)
+    try:
+        server_security = security.server_security(
+            token_file=args.token_file,
+            tls_cert=config.pop("tls_cert"),
+            tls_key=config.pop("tls_key"),
+            tls_client_ca=config.pop("tls_client_ca"),
+            insecure=args.insecure,
+            environ=os.environ,
+        )
+    except security.SecurityConfigError as err:
+        print(f"pomoview: {err}", file=sys.stderr)
+        return 2
+    serve(
+        data_dir=Path(config["data"][0]),
+        host=args.host,
+        port=args.port,
+        metrics_port=metrics,
+        program=Path(args.program) if args.program else None,
+        spark_master=config["spark_master"][0],
+        flush_interval=args.flush_interval,
+        store=config["store"][0] or None,
+        full_state=args.full_state or os.environ.get("POMOVIEW_FULL_STATE", "") not in ("", "0"),
+        memory_budget=budget,
+        spark_timeout=timeouts["spark_timeout"],
+        spark_write_timeout=timeouts["spark_write_timeout"],
+        security=server_security,
+        subscription_buffer=args.subscription_buffer or DEFAULT_BUFFER_ROWS,
+        limits=server_limits,
+        origins={name: origin for name, (_, origin) in config.items()},
+    )
+    return 0
+
+
+def _client(args: argparse.Namespace) -> Client:
+    try:
+        options = security.client_options(args.token_file, args.tls_ca, os.environ)
+    except security.SecurityConfigError as err:
+        raise UsageError(str(err)) from None
+    return Client(args.address, **options)
+
+
+def cmd_install(args: argparse.Namespace) -> int:
+    """Installs a program file and prints its relations."""
+    path = Path(args.file)
+    try:
+        text = path.read_text()
+    except OSError as err:
+        raise UsageError(f"cannot read {path}: {err.strerror}") from None
+    with _client(args) as db:
+        relations = db.install(text, filename=str(path))
+    for rel in relations:
+        print(format_relation(rel))
+    return 0
+
+
+def cmd_write(args: argparse.Namespace) -> int:
+    """Writes one batch over one source and prints its epoch."""
+    inserts = [parse_json_row(t, "--insert") for t in args.insert]
+    deletes = [parse_json_row(t, "--delete") for t in args.delete]
+    if args.file:
+        more_inserts, more_deletes = read_changes_file(Path(args.file))
+        inserts += more_inserts
+        deletes += more_deletes
+    with _client(args) as db:
+        epoch = db.write(args.source, insert=inserts, delete=deletes)
+    print(f"epoch {epoch}")
+    return 0
+
+
+def cmd_lookup(args: argparse.Namespace) -> int:
+    """Prints the rows matching a key, one JSON line each, in a deterministic order."""
+    key = parse_key(args.key)
+    with _client(args) as db:
+        rows = db.lookup(args.view, key, min_epoch=args.min_epoch)
+    for line in sorted(row_to_json(r) for r in rows):
+        print(line)
+    return 0
+
+
+class ProgressBar:
+    """A one-line text bar on a stream, redrawn in place with a carriage return."""
+
+    WIDTH = 30
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.shown = ""
+
+    def update(self, report: Mapping[str, object]) -> None:
+        fraction = min(max(float(report["fraction"]), 0.0), 1.0)  # type: ignore[arg-type]
+        filled = int(fraction * self.WIDTH)
+        line = f"[{'#' * filled}{'.' * (self.WIDTH - filled)}] {fraction * 100:3.0f}% {report['phase']}"
+        rows = report.get("rows")
+        if isinstance(rows, int) and rows:
+            line += f", {rows:,} rows"
+        if line != self.shown:
+            # Pad over the rest of a longer previous line.
+            self.stream.write("\r" + line.ljust(len(self.shown)))
+            self.stream.flush()
+            self.shown = line
+
+    def close(self) -> None:
+        if self.shown:
+            self.stream.write("\n")
+            self.stream.flush()
+            self.shown = ""
+
+
+def parse_options(pairs: Sequence[str]) -> dict[str, str]:
+    """Parses repeated `--option KEY=VALUE`."""
+    options: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--option: expected KEY=VALUE, got {pair!r}")
+        options[key] = value
+    return options
+
+
+def cmd_load(args: argparse.Namespace) -> int:
+    """Bulk-imports a file into a source with a progress bar on stderr; prints the count."""
+    options = parse_options(args.option)
+    if args.no_header:
+        options["header"] = "false"
+    bar = ProgressBar(sys.stderr)
+    try:
+        with _client(args) as db:
+            rows, epoch = db.load(
+                args.source, args.file, format=args.format, options=options, progress=bar.update
+            )
+    finally:
+        bar.close()
+    print(f"loaded {rows} rows into {args.source} at epoch {epoch}")
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    """Prints the server's counters and a table of its dataflow's states (or JSON)."""
+    with _client(args) as db:
+        stats = db.stats()
+    if args.json:
+        print(json.dumps(stats, indent=2, sort_keys=True))
+        return 0
+    print(format_stats(stats))
+    return 0
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    """Draws a view's dataflow as SVG or DOT (server/explain.py), or prints it as a tree."""
+    with _client(args) as db:
+        described = db.describe(args.view)
+    return explain.explain(
+        args.view, described, output=args.output, text=args.text, out=sys.stdout, err=sys.stderr
+    )
+
+
+STATE_COLUMNS = (
+    "id", "operator", "key", "mode", "keys", "rows", "bytes", "dropped", "upqueries", "evictions", "views"
+)
+COUNTERS = ("applied_epoch", "durable_epoch", "flushed_epoch", "upqueries", "spark_jobs", "dropped_deltas")
+
+
+def format_stats(stats: Mapping[str, object]) -> str:
+    """The counters on one line, then one row per stateful node: its operator, key columns,
+    partial or full, present keys, rows, estimated bytes, deltas dropped at missing keys,
+    keys filled by upqueries, evictions, and the views that read it."""
+    head = ", ".join(f"{name} {stats[name]}" for name in COUNTERS)
+    memory = stats.get("memory")
+    if isinstance(memory, Mapping) and memory.get("budget"):
+        mib = {k: v // (1 << 20) for k, v in memory.items()}
+        head += (
+            f"\nmemory: rss {mib['rss_bytes']} MiB (at start {mib['baseline_rss_bytes']}), "
+            f"budget {mib['budget']} MiB, partial state ~{mib['partial_state_bytes']} MiB "
+            f"estimated, {memory['eviction_rounds']} eviction rounds"
+        )
+    states = stats.get("states") or []
+    assert isinstance(states, list)
+    rows = [
+        (
+            str(n["id"]),
+            str(n["operator"]),
+            *(
+                (
+                    ",".join(map(str, n["key"])) or "()",  # type: ignore[call-overload]
+                    "partial" if n["partial"] else "full",
+                    str(n["present_keys"]),
+                    str(n["rows"]),
+                    str(n["bytes"]),
+                )
+                # A recursive view's Child keeps its state in a nested circuit, unmeasured.
+                if not n["unmeasured"]
+                else ("-",) * 5
+            ),
+            str(n["dropped"]),
+            str(n["upqueries"]),
+            str(n["evictions"]),
+            ",".join(map(str, n["views"])),  # type: ignore[call-overload]
+        )
+        for n in states
+        if n["stateful"]
+    ]
+    if not rows:
+        return head + "\n(no state yet: nothing has been looked up)"
+    widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(STATE_COLUMNS)]
+    lines = [head, "  ".join(c.ljust(w) for c, w in zip(STATE_COLUMNS, widths, strict=True)).rstrip()]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- parser
+
+
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Returns the parser; defaults read the environment at call time."""
+    parser = argparse.ArgumentParser(prog="pomoview", description="pomoview view server")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    client_opts = argparse.ArgumentParser(add_help=False)
+    client_opts.add_argument(
+        "--address",
+        default=os.environ.get("POMOVIEW_ADDRESS", DEFAULT_ADDRESS),
+        help="server host:port (env POMOVIEW_ADDRESS, default %(default)s)",
+    )
+    security.add_client_flags(client_opts)
+
+    p = sub.add_parser(
+        "serve",
+        help="run the server",
+        description="Run the server. A flag wins over its environment variable, which wins "
+        "over the default.",
+    )
+    # Flags with an environment variable default to None: resolve_serve_config fills them in,
+    # and logs where each value came from.
+    p.add_argument(
+        "--data",
+        default=None,
+        metavar="DIR",
+        help="data folder: write-ahead log, installed program, and the store by default "
+        "(env POMOVIEW_DATA, default ./data)",
+    )
+    p.add_argument(
+        "--store",
+        default=None,
+        metavar="PATH_OR_URI",
+        help="where the Parquet store lives: a local folder or a file:// URI (on a Spark "
+        "cluster, a file system mounted at the same path on every node), or any URI Spark's "
+        "Hadoop client can write, e.g. hdfs://namenode/pomoview or s3a://bucket/pomoview "
+        "(env POMOVIEW_STORE, default DIR/store)",
+    )
+    p.add_argument(
+        "--spark-master",
+        default=None,
+        metavar="URL",
+        help="Spark master URL, e.g. local[4] or spark://host:7077 "
+        "(env POMOVIEW_SPARK_MASTER, default local[*])",
+    )
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on; one beyond loopback needs a token, client certificates or "
+        "--insecure (default %(default)s)",
+    )
+    p.add_argument(
+        "--port", type=int, default=7878, help="port to listen on; 0 picks a free one (default %(default)s)"
+    )
+    p.add_argument("--program", default=None, metavar="FILE", help="program file to install at start")
+    p.add_argument(
+        "--metrics-port",
+        default=None,
+        metavar="PORT",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics, HOST as --host "
+        "(env POMOVIEW_METRICS_PORT, default off)",
+    )
+    p.add_argument(
+        "--flush-interval",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="seconds between moves of the write-ahead log into the Parquet store (default %(default)s)",
+    )
+    p.add_argument(
+        "--full-state",
+        action="store_true",
+        help="materialize every state in full (no partial state, no upqueries after the first "
+        "scan); for comparison in benchmarks (env POMOVIEW_FULL_STATE=1)",
+    )
+    p.add_argument(
+        "--memory-budget",
+        default=None,
+        metavar="BYTES",
+        help="the most memory partial state may take (its estimated size, calibrated against "
+        "the server's RSS); past it, least recently used keys are evicted: bytes, or with K, M, "
+        "G (powers of 1024); default a quarter of the machine's memory, printed at start (env "
+        "POMOVIEW_MEMORY_BUDGET)",
+    )
+    p.add_argument(
+        "--subscription-buffer",
+        type=_positive_int,
+        default=None,
+        metavar="ROWS",
+        help="changed rows a subscription may hold unsent; a subscriber that falls further "
+        "behind is ended with RESOURCE_EXHAUSTED (default 10000)",
+    )
+    p.add_argument(
+        "--spark-timeout",
+        default=None,
+        metavar="SECONDS",
+        help="the deadline of a lookup's Spark job (an upquery of the Parquet store); past it the "
+        "job is cancelled and the lookups waiting on it get DEADLINE_EXCEEDED; 0 for none "
+        "(env POMOVIEW_SPARK_TIMEOUT, default 300)",
+    )
+    p.add_argument(
+        "--spark-write-timeout",
+        default=None,
+        metavar="SECONDS",
+        help="the deadline of the Spark jobs that write the store (a flush, a compaction, a bulk "
+        "load's passes), longer than a read's since they grow with the data; past it they are "
+        "cancelled, and a flush or compaction is retried later; 0 for none "
+        "(env POMOVIEW_SPARK_WRITE_TIMEOUT, default 3600)",
+    )
+    security.add_serve_flags(p)
+    limits.add_serve_flags(p)
+    p.set_defaults(handler=cmd_serve)
+
+    p = sub.add_parser("install", parents=[client_opts], help="install a program")
+    p.add_argument("file", metavar="FILE")
+    p.set_defaults(handler=cmd_install)
+
+    p = sub.add_parser("write", parents=[client_opts], help="write one batch to a source")
+    p.add_argument("source", metavar="SOURCE")
+    p.add_argument("--insert", action="append", default=[], metavar="JSON")
+    p.add_argument("--delete", action="append", default=[], metavar="JSON")
+    p.add_argument(
+        "--file",
+        default=None,
+        metavar="JSONL",
+        help='JSON lines: {"insert": row}, {"delete": row} or a bare row',
+    )
+    p.set_defaults(handler=cmd_write)
+
+    p = sub.add_parser("lookup", parents=[client_opts], help="look up a view by key")
+    p.add_argument("view", metavar="VIEW")
+    p.add_argument("key", nargs="+", metavar="KEY", help="a JSON object, or name=value pairs")
+    p.add_argument("--min-epoch", type=_non_negative_int, default=None, metavar="N")
+    p.set_defaults(handler=cmd_lookup)
+
+    p = sub.add_parser(
+        "load",
+        parents=[client_opts],
+        help="bulk-import a CSV, Parquet or JSON-lines file into a source",
+        description="Bulk-import a file into a source as one epoch, with a progress bar. The "
+        "server's Spark reads the file: a relative FILE is made absolute here, so FILE must "
+        "be at that path on the server's machine (the default server runs on this one); a "
+        "URI (e.g. file:///data/votes.csv) is passed as is. A row that does not fit the "
+        "source stops the import, naming FILE:ROW and the reason, and nothing is loaded.",
+    )
+    p.add_argument("source", metavar="SOURCE")
+    p.add_argument("file", metavar="FILE", help="a file, or a folder of files of one format")
+    p.add_argument(
+        "--format",
+        choices=["csv", "parquet", "jsonl"],
+        default=None,
+        help="the file's format (default: from its extension: .csv, .parquet, .jsonl)",
+    )
+    p.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a CSV option: header=true|false, delimiter=C, quote=C, escape=C",
+    )
+    p.add_argument(
+        "--no-header", action="store_true", help="CSV without a header line: columns in declared order"
+    )
+    p.set_defaults(handler=cmd_load)
+
+    add_subscribe_parser(sub, client_opts)
+
+    p = sub.add_parser("stats", parents=[client_opts], help="print server stats")
+    p.add_argument("--json", action="store_true", help="print the stats as JSON")
+    p.set_defaults(handler=cmd_stats)
+
+    p = sub.add_parser(
+        "explain",
+        parents=[client_opts],
+        help="draw a view's dataflow (SVG, DOT or text)",
+        description="Draw the dataflow the server built for VIEW (at its first lookup): each "
+        "operator, and for each state its key columns, partial or full, present keys and rows. "
+        "Writes VIEW.svg in the current folder by default; SVG needs Graphviz's dot program "
+        "(apt-get install graphviz), without which the DOT is written instead (VIEW.dot).",
+    )
+    p.add_argument("view", metavar="VIEW")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument(
+        "-o",
+        "--output",
+        default=None,
+        metavar="FILE",
+        help="a .svg or .dot file, or - for DOT on stdout (default VIEW.svg)",
+    )
+    out.add_argument("--text", action="store_true", help="print the dataflow as a tree instead")
+    p.set_defaults(handler=cmd_explain)
+    return parser
+
+
+def _is_connect_failure(err: Unavailable) -> bool:
+    # grpc reports an unreachable server as UNAVAILABLE with this text; a server that
+    # answers UNAVAILABLE itself (e.g. Spark down) sends its own message instead.
+    text = err.details.lower()
+    return "failed to connect" in text or "connection refused" in text
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs the `pomoview` command; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)  # exits with status 2 on usage errors
+    handler: Callable[[argparse.Namespace], int] = args.handler
+    try:
+        return handler(args)
+    except UsageError as err:
+        parser.print_usage(sys.stderr)
+        print(f"pomoview: error: {err}", file=sys.stderr)
+        return 2
+    except Unavailable as err:
+        if _is_connect_failure(err):
+            print(
+                f"error: cannot connect to pomoview server at {args.address}: {err}",
+                file=sys.stderr,
+            )
+        else:
+            print(f"error: {err.code.name}: {err}", file=sys.stderr)
+        return 1
+    except Unauthenticated as err:
+        print(
+            f"error: {err.code.name}: {err} (give the token with --token-file FILE or {security.TOKEN_ENV})",
+            file=sys.stderr,
+        )
+        return 1
+    except PomoviewError as err:
+        print(f"error: {err.code.name}: {err}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,475 @@
+"""Lookup rounds: a lookup answers from a reader's state when every key is present; otherwise
+it upqueries, on the dataflow lock, through `fetch`: a keyed Spark job over the Parquet store
+at its version v, plus the logged operations in (v, applied]. Each round either answers or
+names the Spark jobs it needs; those run without any lock, and the round runs again.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from pomoview.dataflow.int_set import IntSet
+from pomoview.dataflow.keyed_state import Key, PackedRows, Row, RowLayout
+from pomoview.dataflow.node import Fetch, FetchPending, FetchRequest, Filters, matches
+from pomoview.planner.compile import CompiledProgram
+from pomoview.planner.validate import Relation
+from pomoview.server.errors import DeadlineExceeded, InvalidArgument, NotFound, OutOfRange, Unavailable
+from pomoview.server.reads.subscriptions import Subscription
+from pomoview.server.reads.upquery_jobs import Ticket
+from pomoview.server.scheduler.scheduler_state import SchedulerState
+from pomoview.server.scheduler.write_rows import TypedRow, _coerce
+from pomoview.server.spark.deadline import SparkTimeout
+from pomoview.server.spark.session import SparkSessionLost, spark_error_reason
+from pomoview.server.store.source_store import Pin
+from pomoview.server.types import SourceSchema, Tuple_, Value
+
+MAX_UPQUERY_ROUNDS = 64
+SESSION_DIED = "Spark session died"
+
+
+@dataclass(frozen=True)
+class Prefetched:
+    """A keyed Spark job's answer: `source` at store `version`, restricted to `keys` and to
+    the tuples matching `filters` (attribute == value); `by_key` holds the tuples of each
+    key that has any."""
+
+    source: str
+    columns: tuple[str, ...]
+    keys: frozenset[Key]
+    version: int
+    by_key: dict[Key, list[Tuple_]]
+    filters: Filters = ()
+    # Packed form (a source of one int key column and one int value column, read as Arrow):
+    # each key's values, sorted and unique, in place of `by_key`.
+    packed: dict[Key, np.ndarray] | None = None
+    layout: RowLayout | None = None
+
+
+def _packable(schema: SourceSchema, columns: tuple[str, ...]) -> bool:
+    """Whether a fetch of a source by `columns` is answered in packed form: two int
+    attributes, asked by one of them (a vote by its article)."""
+    return len(schema) == 2 and len(columns) == 1 and all(t == "int" for _, t in schema)
+
+
+def _packed(pending: FetchRequest, schema: SourceSchema, version: int, table: pa.Table) -> Prefetched:
+    """A Spark job's Arrow answer split by key, with numpy: each key's values sorted and
+    without repeats."""
+    names = [a for a, _ in schema]
+    key_pos = names.index(pending.columns[0])
+    value_pos = 1 - key_pos
+    keys = table.column(f"c{key_pos}").to_numpy()
+    values = table.column(f"c{value_pos}").to_numpy()
+    order = np.lexsort((values, keys))
+    keys, values = keys[order], values[order]
+    if len(keys) > 1:  # the table may repeat a tuple: sorted, repeats are neighbours
+        fresh = np.empty(len(keys), dtype=bool)
+        fresh[0] = True
+        np.not_equal(keys[1:], keys[:-1], out=fresh[1:])
+        fresh[1:] |= values[1:] != values[:-1]
+        keys, values = keys[fresh], values[fresh]
+    packed: dict[Key, np.ndarray] = {}
+    if len(keys):
+        uniq, starts = np.unique(keys, return_index=True)
+        ends = [*starts[1:].tolist(), len(keys)]
+        for key, start, end in zip(uniq.tolist(), starts.tolist(), ends, strict=True):
+            # A copy, not a view: a view would keep the whole job's array alive for as long
+            # as any one key's state holds its slice.
+            packed[(key,)] = values[start:end].copy()
+    return Prefetched(
+        pending.source,
+        pending.columns,
+        frozenset(pending.keys),
+        version,
+        {},
+        pending.filters,
+        packed=packed,
+        layout=RowLayout((key_pos,), 2),
+    )
+
+
+class LookupRounds(SchedulerState):
+
+    def _fetch_from(self, answers: list[Prefetched]) -> Fetch:
+        """A Fetch for the dataflow that answers from Spark results fetched before this round.
+
+        It runs on the dataflow lock, so the applied epoch and the log tail stand still
+        while it advances a snapshot to the applied epoch with the logged writes after it.
+        A request no answer covers raises FetchPending: the lookup then runs that Spark
+        job without the lock, and tries again.
+
+        An answer at version v is advanced with the tail's batches after v. The lookup pinned
+        v before its job ran, and the flusher never trims the tail past a pinned version, so
+        the tail still holds them. Only a bulk load moves the tail's base past a pinned
+        version: its rows never pass through the log, so the answers from before it are
+        stale (`version < base`) and are fetched again.
+        """
+
+        def fetch(
+            source: str, cols: tuple[str, ...], keys: list[Key], filters: Filters
+        ) -> Iterable[Row]:
+            held = self._time_fetch(source, cols, keys, filters)  # transient and p@next
+            if held is not None:
+                return held
+            wanted = set(keys)
+            for answer in answers:
+                if (
+                    answer.source == source
+                    and answer.columns == cols
+                    and wanted <= answer.keys
+                    and set(answer.filters) <= set(filters)
+                    and answer.version >= self.tail.base
+                ):
+                    schema = [a for a, _ in self._require_program().source_schema(source)]
+                    positions = [schema.index(c) for c in cols]
+                    tests = tuple((schema.index(a), v) for a, v in filters)
+                    if answer.packed is not None:
+                        assert answer.layout is not None
+                        if set(answer.filters) == set(filters):
+                            return self._packed_answer(answer, wanted, tests)
+                        make = answer.layout.row
+                        tuples = [
+                            make(k, v)
+                            for k in wanted
+                            if k in answer.packed
+                            for v in answer.packed[k].tolist()
+                        ]
+                    else:
+                        tuples = [t for k in wanted for t in answer.by_key.get(k, ())]
+                    if set(answer.filters) != set(filters):
+                        tuples = [t for t in tuples if matches(t, tests)]
+                    return self.tail.overlay(
+                        source, tuples, answer.version, self.applied_epoch, positions, keys, tests
+                    )
+            raise FetchPending(source, cols, keys, filters)
+
+        return fetch
+
+    def _packed_answer(
+        self, answer: Prefetched, wanted: set[Key], tests: Filters
+    ) -> PackedRows:
+        """A packed answer advanced to the applied epoch: each key's values from the Spark
+        job (shared with other lookups, so each gets its own sets), then the logged
+        operations after the job's version, in order."""
+        layout, packed = answer.layout, answer.packed
+        assert layout is not None and packed is not None
+        groups: dict[Key, IntSet] = {}
+        for k in wanted:
+            values = packed.get(k)
+            groups[k] = IntSet() if values is None else IntSet.of_sorted_unique(values)
+        key_pos, value_pos = layout.key_cols[0], layout.value_pos
+        operations = self.tail.key_operations(
+            answer.source, (key_pos,), wanted, answer.version, self.applied_epoch
+        )
+        for t, op in operations:
+            group = groups[(t[key_pos],)]
+            if not matches(t, tests):  # type: ignore[arg-type]
+                continue
+            value = t[value_pos]
+            if op > 0 and value not in group:
+                group.add(value)  # type: ignore[arg-type]
+            elif op < 0 and value in group:
+                group.discard(value)  # type: ignore[arg-type]
+        return PackedRows(layout, groups)
+
+    def _await_fetches(self, tickets: Sequence[Ticket]) -> list[Prefetched]:
+        """The answers of one round's jobs (coalesced with other lookups' in `upquery_jobs`)."""
+        answers: list[Prefetched] = []
+        failures: list[BaseException] = []
+        for ticket in tickets:
+            try:
+                answers.append(ticket.wait())  # type: ignore[arg-type]
+            except BaseException as err:
+                failures.append(err)
+        if failures:
+            # When the JVM died, every job of the round fails; only the one whose check found
+            # the session dead says so (the others may look after a new session is up).
+            failures.sort(key=lambda err: SESSION_DIED not in str(err))
+            raise failures[0]
+        return answers
+
+    def _pin_for_upquery(self) -> Pin:
+        """Pins the store's snapshot for an upquery job. Pinned on the dataflow lock, which
+        the flusher trims the tail under: the tail keeps the writes after this snapshot
+        until every lookup that reads the job's answer has ended."""
+        with self._dataflow:
+            pin = self.store.pin()
+            self._upquery_versions[pin.version] += 1
+        return pin
+
+    def _unpin_upquery(self, pin: object) -> None:
+        assert isinstance(pin, Pin)
+        with self._dataflow:
+            self._upquery_versions[pin.version] -= 1
+            if not self._upquery_versions[pin.version]:
+                del self._upquery_versions[pin.version]
+        self.store.unpin(pin)
+
+    def _run_spark_fetch(self, pending: FetchRequest, pin: object) -> Prefetched:
+        """One keyed Spark job over the Parquet store at the pinned snapshot `pin`, run without
+        any scheduler lock."""
+        with self._counter_lock:
+            self.counters.spark_jobs += 1
+        with self.metrics.spark_job_seconds.time():
+            return self._spark_fetch(pending, pin)
+
+    def _spark_fetch(self, pending: FetchRequest, pin: object) -> Prefetched:
+        assert isinstance(pin, Pin)
+        schema = self._require_program().source_schema(pending.source)
+        try:
+            if _packable(schema, pending.columns):
+                version, answer = self.store.fetch_columns(
+                    pending.source, pending.columns, list(pending.keys), dict(pending.filters), at=pin  # type: ignore[arg-type]
+                )
+                if isinstance(answer, pa.Table):
+                    return _packed(pending, schema, version, answer)
+                tuples = answer
+            else:
+                version, tuples = self.store.fetch(
+                    pending.source, pending.columns, list(pending.keys), dict(pending.filters), at=pin  # type: ignore[arg-type]
+                )
+        except SparkTimeout as err:
+            # Every lookup waiting on this job gets it; nothing is filled, as below.
+            raise DeadlineExceeded(
+                f"the upquery on source {pending.source!r} failed: {err.message}; retry the lookup"
+            ) from err
+        except Exception as err:
+            # Nothing is filled: the circuit saw only FetchPending, so the states that asked
+            # stay missing and the next lookup runs the job again.
+            raise Unavailable(self._spark_failure(pending.source, err)) from err
+        positions = [[a for a, _ in schema].index(c) for c in pending.columns]
+        by_key: dict[Key, list[Tuple_]] = {}
+        if len(positions) == 1:
+            [p] = positions
+            for t in tuples:
+                by_key.setdefault((t[p],), []).append(t)
+        else:
+            for t in tuples:
+                by_key.setdefault(tuple(t[i] for i in positions), []).append(t)
+        return Prefetched(
+            pending.source, pending.columns, frozenset(pending.keys), version, by_key, pending.filters
+        )
+
+    def _spark_failure(self, source: str, err: Exception) -> str:
+        """The reason a keyed Spark job on `source` failed; if the Spark session died with it,
+        the provider starts a new one and the reason says so."""
+        if isinstance(err, SparkSessionLost):
+            dead: str | None = err.reason
+        else:
+            check = getattr(self._spark, "check", None)
+            dead = check() if callable(check) else None
+        if dead is not None:
+            return (
+                f"the upquery on source {source!r} failed: the {SESSION_DIED} ({dead}); "
+                "a new one is starting, retry the lookup"
+            )
+        return f"the upquery on source {source!r} failed in Spark: {spark_error_reason(err)}"
+
+    def lookup(
+        self,
+        view: str,
+        keys: Sequence[TypedRow],
+        min_epoch: int | None = None,
+        timeout: float | None = None,
+        on_answer: Callable[[tuple[str, ...], list[Key]], None] | None = None,
+    ) -> tuple[list[list[dict[str, Value]]], int]:
+        """The rows of each key and the epoch they reflect. `on_answer(key_attrs, keys)` is
+        called under the dataflow lock right after the rows were read, before any later
+        epoch is applied (a subscription attaches there)."""
+        program = self._require_program()
+        relation, key_attrs, key_tuples = self._keys_of(program, view, keys)
+        if not keys:
+            return [], self.applied_epoch
+        if min_epoch is not None:
+            self._wait_applied(min_epoch, None if timeout is None else time.monotonic() + timeout)
+        started = time.perf_counter()
+        answers: list[Prefetched] = []
+        tickets: list[Ticket] = []
+        missed = False
+        try:
+            # Each round either answers or names the Spark jobs it needs (every fetch it can
+            # know of: both parents of a union, both sides of a join by its own columns);
+            # they run together, without the lock, coalesced with other lookups' misses on
+            # the same sources. Dependent upqueries (a join's other side, by the join keys
+            # the first answer holds) take a round each, so a chain of n joins needs about
+            # n + 1 rounds.
+            for _ in range(MAX_UPQUERY_ROUNDS):
+                with self._dataflow:
+                    if self.program is not program:
+                        raise Unavailable("the program was replaced during the lookup; retry")
+                    try:
+                        rows = self._lookup_locked(program, view, key_attrs, key_tuples, answers)
+                    except FetchPending as pending:
+                        needed = pending.requests
+                        missed = True
+                    else:
+                        epoch = self.applied_epoch
+                        if on_answer is not None:
+                            on_answer(key_attrs, key_tuples)
+                        if missed:
+                            self._enforce_budget()  # after the answer is read: it is not evicted
+                        break
+                round_tickets = self.upquery_jobs.submit(needed)
+                tickets.extend(round_tickets)
+                answers.extend(self._await_fetches(round_tickets))
+            else:
+                raise Unavailable(f"the upquery for {view!r} did not settle in {MAX_UPQUERY_ROUNDS} rounds")
+        finally:
+            for ticket in tickets:
+                ticket.release()
+        if missed:
+            with self._counter_lock:
+                self.counters.upqueries += 1
+            self.metrics.lookup_misses.inc()
+            self.metrics.upquery_seconds.observe(time.perf_counter() - started)
+        else:
+            self.metrics.lookup_hits.inc()  # present on the locked path (e.g. after a min_epoch wait)
+        attrs = relation.attributes
+        return [[dict(zip(attrs, row, strict=True)) for row in group] for group in rows], epoch  # type: ignore[misc]
+
+    def subscribe(
+        self, view: str, keys: Sequence[TypedRow], timeout: float | None = None
+    ) -> tuple[list[dict[str, Value]], int, Subscription]:
+        """The rows of `keys` (each key once), the epoch E they reflect, and a subscription
+        that receives every change to them after E (subscriptions.py). Missing keys are
+        upqueried as a lookup's; the keys stay present until `unsubscribe`."""
+        if not keys:
+            raise InvalidArgument("a subscription needs at least one key")
+        attached: list[tuple[Subscription, list[Key]]] = []
+
+        def attach(key_attrs: tuple[str, ...], key_tuples: list[Key]) -> None:
+            graph = self.graph
+            assert graph is not None
+            reader = graph.graph.readers[(view, key_attrs)]
+            sub = self.subscriptions.attach(view, reader, list(dict.fromkeys(key_tuples)))
+            relation = graph.program.relations[view]
+            sub.attributes = [(a, relation.types[a]) for a in relation.attributes]
+            attached.append((sub, key_tuples))
+
+        results, epoch = self.lookup(view, keys, None, timeout, on_answer=attach)
+        [(sub, key_tuples)] = attached
+        seen: set[Key] = set()
+        rows = []
+        for key, group in zip(key_tuples, results, strict=True):
+            if key not in seen:  # a key asked twice: its rows once
+                seen.add(key)
+                rows.extend(group)
+        return rows, epoch, sub
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        """Ends `sub` and releases its keys (idempotent)."""
+        sub.close()
+        with self._dataflow:
+            self.subscriptions.detach(sub)
+
+    def _keys_of(
+        self, program: CompiledProgram, view: str, keys: Sequence[TypedRow]
+    ) -> tuple[Relation, tuple[str, ...], list[Key]]:
+        """The view, its key attributes (in declared order) and the keys as tuples of
+        values of the attributes' types; raises for an unknown view, attribute or type."""
+        relation = program.relations.get(view)
+        if view not in program.views or relation is None:
+            known = ", ".join(sorted(program.views)) or "none"
+            raise NotFound(f"no view named {view!r} (views: {known})")
+        if not keys:
+            return relation, (), []
+        key_attrs = tuple(keys[0])
+        named = set(key_attrs)
+        for i, key in enumerate(keys):
+            if key.keys() != named:
+                raise InvalidArgument(f"keys[{i}] names {sorted(key)}, keys[0] names {sorted(key_attrs)}")
+        unknown = [a for a in key_attrs if a not in relation.attributes]
+        if unknown:
+            raise InvalidArgument(
+                f"{view!r} has no attribute {', '.join(map(repr, unknown))} "
+                f"(it has {', '.join(relation.attributes)})"
+            )
+        key_attrs = tuple(a for a in relation.attributes if a in key_attrs)
+        typed = [(a, relation.types[a]) for a in key_attrs]
+        key_tuples = []
+        for i, k in enumerate(keys):
+            values = []
+            for a, t in typed:
+                kind, raw = k[a]
+                # Hits come here for every key of every read: the message of a bad key is
+                # only formatted for a bad key.
+                values.append(raw if kind == t else _coerce(k[a], t, f"keys[{i}].{a}"))
+            key_tuples.append(tuple(values))
+        return relation, key_attrs, key_tuples
+
+    def hits(
+        self,
+        view: str,
+        keys: Sequence[TypedRow],
+        min_epoch: int | None,
+        encode: Callable[[list[Row]], bytes],
+    ) -> tuple[list[bytes], int] | None:
+        """The answer of a lookup whose keys are all present, each key's rows as `encode`
+        puts them (cached per version of the key's group), and its epoch; None when a key
+        is missing or the lookup must wait for an epoch (the caller then takes `lookup`).
+
+        It takes no lock: epochs are applied under a sequence lock (`_seq` odd while one is
+        being applied), so an answer read while `_seq` stayed even and unchanged is the
+        state at one applied epoch; otherwise it is None. Raises for bad keys as `lookup`.
+        """
+        program = self._require_program()
+        relation, key_attrs, key_tuples = self._keys_of(program, view, keys)
+        seq = self._seq
+        if seq & 1:
+            return None
+        epoch = self.applied_epoch
+        graph = self.graph
+        if (min_epoch is not None and min_epoch > epoch) or graph is None or graph.program is not program:
+            return None
+        reader = graph.graph.readers.get((view, key_attrs))
+        if reader is None:
+            return None
+        out = []
+        for key in key_tuples:
+            data = reader.encoded(key, encode)
+            if data is None:
+                return None
+            out.append(data)
+        if self._seq != seq:
+            return None
+        self.metrics.lookup_hits.inc()
+        return out, epoch
+
+    def _wait_applied(self, min_epoch: int, deadline: float | None) -> None:
+        with self._dataflow:
+            if min_epoch > self.durable_epoch:
+                raise OutOfRange(
+                    f"min_epoch {min_epoch} is ahead of the last committed epoch {self.durable_epoch}"
+                )
+            while self.applied_epoch < min_epoch:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise DeadlineExceeded(f"epoch {min_epoch} was not applied in time")
+                self._dataflow.wait(timeout=remaining)
+
+    def _lookup_locked(
+        self,
+        program: CompiledProgram,
+        view: str,
+        key_attrs: tuple[str, ...],
+        key_tuples: list[Key],
+        answers: list[Prefetched],
+    ) -> list[list[Row]]:
+        fetch = self._fetch_from(answers)
+        graph = self.graph
+        assert graph is not None and graph.program is program
+        try:
+            # A new reader is built and its full states hydrated first; a FetchPending there
+            # leaves the graph as it was.
+            return graph.lookup(view, key_attrs, key_tuples, fetch)
+        except FetchPending:
+            raise  # every state is filled completely or untouched: keep the graph
+        except Exception:
+            # Anything else may have left a state half filled: start a new graph so that it
+            # is never read (operator state is a cache; the next lookups refill it).
+            self._reset_graph()
+            raise

@@ -1,0 +1,134 @@
+"""The flusher: moves applied batches into Parquet, trims the log behind what is durable there
+and what no running upquery still needs, and compacts the store."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+from pomoview.server.scheduler.scheduler_state import SchedulerState
+from pomoview.server.spark.deadline import SparkTimeout
+from pomoview.server.spark.session import SparkProviderStopped
+from pomoview.server.store.manifest import StoreWriteError
+from pomoview.server.types import LoggedBatch
+
+log = logging.getLogger("pomoview.scheduler")
+
+
+class Flusher(SchedulerState):
+    data_dir: Path
+
+    # The flusher compacts a source once it has this many parts (or parts clustered otherwise
+    # than the source is now), at most once every `compact_interval` seconds.
+    compact_min_parts = 8
+    compact_interval = 0.0
+
+    def _flush_loop(self) -> None:
+        last_compaction = time.monotonic()
+        while not self._stopping.wait(self.flush_interval):
+            try:
+                self.flush()
+            except Exception as err:
+                self._log_failure("a flush", err)
+                continue
+            if time.monotonic() - last_compaction >= self.compact_interval:
+                last_compaction = time.monotonic()
+                try:
+                    self.compact()
+                except Exception as err:
+                    self._log_failure("a compaction", err)
+
+    def _log_failure(self, what: str, err: Exception) -> None:
+        """One line for a failure the store reports clearly (a full disk, a Spark job past its
+        deadline: the store is as it was), a traceback for anything else. Either way the
+        log is not trimmed, and the next interval tries again."""
+        if isinstance(err, SparkProviderStopped):  # no retry: the server is stopping
+            log.info(
+                "%s did not run: the server is stopping; the store stays at version %d, the log "
+                "keeps every epoch after it (through %d)",
+                what,
+                self.store.version,
+                self.durable_epoch,
+            )
+            return
+        known = isinstance(err, (StoreWriteError, SparkTimeout))
+        log.warning(
+            "%s failed, retrying in %g s: %s; the store stays at version %d, the log keeps "
+            "every epoch after it (through %d)",
+            what,
+            self.flush_interval,
+            err if known else f"{type(err).__name__}: {err}",
+            self.store.version,
+            self.durable_epoch,
+            exc_info=not known,
+        )
+        if known:
+            log.debug("%s failed", what, exc_info=True)
+
+    def flush(self) -> int:
+        """Moves the applied batches the store lacks into Parquet, then trims the log;
+        returns the store's version."""
+        with self._dataflow:
+            pending = self._unflushed()
+        if any(c.inserts or c.deletes for b in self._storable(pending) for c in b.changes.values()):
+            # The session first, outside the flush lock, which an install takes: an install
+            # must not wait behind a flush that waits for the JVM to boot (a minute, at worst).
+            # Only rows bound for Parquet need Spark (transient sources' never go there).
+            self._spark()
+        with self._flushing:
+            started = time.perf_counter()
+            with self._dataflow:
+                batches = self._unflushed()
+                # The @next state at the last of them (the applied epoch), if the program has any.
+                checkpoint = self._time_checkpoint() if batches else None
+            if batches:
+                if checkpoint is not None:
+                    # Durable before the store publishes its epoch: the checkpoint is never
+                    # behind the store, whose log tail replays it forward (time_state.py).
+                    assert checkpoint.epoch == batches[-1].epoch, (checkpoint.epoch, batches[-1].epoch)
+                    checkpoint.write(self.data_dir)
+                with self._write_lock:
+                    self.wal.rotate()
+                self.store.flush(self._storable(batches))
+                assert checkpoint is None or checkpoint.epoch >= self.store.version
+            durable = self._truncate_log()
+            if batches:  # an idle flush every interval would only bury the real ones near 0
+                self.metrics.flush_seconds.observe(time.perf_counter() - started)
+            return durable
+
+    def _unflushed(self) -> list[LoggedBatch]:
+        """The applied batches the store lacks (under the dataflow lock). The tail may still
+        hold flushed batches that a running lookup needs."""
+        stored = self.store.version
+        return [b for b in self.tail.flushable(self.applied_epoch) if b.epoch > stored]
+
+    def _truncate_log(self) -> int:
+        """Trims the log behind what is durable in Parquet and what no running upquery needs.
+
+        The overlay reads the in-memory tail (`_fetch_from`): a running lookup needs every
+        batch after the version of each snapshot it pinned (`_upquery_versions`), until it
+        ends. The log on disk is read only at restart, from the store's version on; it is
+        trimmed to the same bound, its segments whole.
+        """
+        with self._dataflow:
+            durable = self.store.version
+            bound = min(durable, min(self._upquery_versions, default=durable))
+            assert all(bound <= v for v in self._upquery_versions), "the tail must outlive the pins"
+            self.tail.trim_through(bound)
+        self.wal.truncate_through(bound)
+        return durable
+
+    def compact(self) -> list[str]:
+        """Compacts the store's sources that have `compact_min_parts` parts or more (Spark
+        jobs, while writes and lookups go on); returns the sources compacted. Compaction
+        keeps the content and version of the store: the log is not involved."""
+        done = []
+        for source in self.store.compaction_candidates(self.compact_min_parts):
+            if self._stopping.is_set():
+                break
+            started = time.perf_counter()
+            if self.store.compact(source):
+                self.metrics.compaction_seconds.observe(time.perf_counter() - started)
+                done.append(source)
+        return done

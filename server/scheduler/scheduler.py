@@ -1,0 +1,423 @@
+"""The scheduler: owns the program, the write path and the dataflow.
+
+Write path (DESIGN §4): validate -> assign the next epoch -> append to the
+write-ahead log and fsync -> reply with the epoch -> the dataflow thread
+applies the batch to every reader's circuit, one epoch at a time, in order.
+
+Lookups answer from a reader's state when every key is present; otherwise
+they upquery, on the dataflow lock, through `fetch`: a keyed Spark job over the
+Parquet store at its version v, plus the logged operations in (v, applied].
+The flusher moves applied batches into Parquet, trims the log behind what is
+durable there and what no running upquery still needs, and compacts the store.
+
+Locks, always taken in this order: `_write_lock` (epoch counter, log submission)
+then `_dataflow` (circuits, applied epoch, the log tail). The log's own lock is
+taken under `_write_lock` and itself takes `_queue_ready` (in `_on_durable`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+from collections import Counter, deque
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+
+from pomoview.dataflow.introspect import NodeInfo
+from pomoview.planner.compile import CompiledProgram, ProgramGraph, compile_program
+from pomoview.planner.errors import ProgramError
+from pomoview.server.disk.fileio import OS_FILES, FileIO
+from pomoview.server.disk.fsync import fsync_path
+from pomoview.server.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable, Unimplemented
+from pomoview.server.limits import programs as program_limits
+from pomoview.server.limits.requests import Limits
+from pomoview.server.load import bulk_load
+from pomoview.server.reads.lookup_rounds import LookupRounds
+from pomoview.server.reads.overlay import LogTail
+from pomoview.server.reads.subscriptions import DEFAULT_BUFFER_ROWS, Subscriptions
+from pomoview.server.reads.upquery_jobs import UpqueryJobs
+from pomoview.server.scheduler.counters import Counters, ReaderInfo, Stats
+from pomoview.server.scheduler.flusher import Flusher
+from pomoview.server.scheduler.memory_budget import MemoryBudget, process_rss
+from pomoview.server.scheduler.metrics import Metrics
+from pomoview.server.scheduler.write_path import WritePath
+from pomoview.server.spark.deadline import WRITE_SETTING, SparkTimeouts, deadline
+from pomoview.server.store.fs import LocalFS
+from pomoview.server.store.source_store import SchemaMismatch, SourceStore
+from pomoview.server.temporal.time_path import TimePath
+from pomoview.server.temporal.time_state import uses_time
+from pomoview.server.types import LoggedBatch, SourceSchema
+from pomoview.server.wal.wal import WriteAheadLog
+
+log = logging.getLogger("pomoview.scheduler")
+
+# A new upquery job waits for more misses on its source until none has arrived for
+# UPQUERY_LINGER, and at most UPQUERY_MAX_LINGER: a burst of concurrent misses (a page of 100
+# lookups, which reach the dataflow about one per 0.5 ms through gRPC) then costs one Spark
+# job per source, for a few milliseconds on a lone miss that takes a hundred or more.
+UPQUERY_LINGER = 0.02
+UPQUERY_MAX_LINGER = 0.15
+
+__all__ = ["Scheduler", "Stats", "ReaderInfo", "Counters"]
+
+# A load publishes its epoch straight into the store, past the dataflow, so the state of
+# `@next` rules and transient sources (stepped by the dataflow at every epoch) would miss it.
+_NO_LOAD_WITH_TIME = (
+    "{source!r} cannot be bulk loaded: the installed program has @next rules or transient sources, "
+    "whose state steps through every epoch; write the rows with Write instead"
+)
+
+
+class Scheduler(WritePath, LookupRounds, Flusher, TimePath):
+    def __init__(
+        self,
+        data_dir: Path,
+        spark: Callable[[], object],
+        *,
+        flush_interval: float = 5.0,
+        store_dir: Path | str | None = None,
+        full_state: bool = False,
+        memory_budget: int | None = None,
+        metrics: Metrics | None = None,
+        subscription_buffer: int = DEFAULT_BUFFER_ROWS,
+        spark_timeouts: SparkTimeouts | None = None,
+        files: FileIO = OS_FILES,
+        limits: Limits | None = None,
+    ) -> None:
+        # What one request may ask for (`serve`'s limit flags); Install's are checked here.
+        self.limits = Limits() if limits is None else limits
+        # Partial state is evicted when the process's memory grows past this (None: never).
+        self.memory = None if memory_budget is None else MemoryBudget(memory_budget)
+        # Every state full (no partial state): the comparison run of bench/partial_memory.py.
+        self.full_state = full_state
+        self.data_dir = Path(data_dir)
+        files.makedirs_durably(self.data_dir)  # acknowledged writes will live in it
+        self.flush_interval = flush_interval
+        self._spark = spark
+        # A path, or a URI for the store's Hadoop client (which `Path` would mangle).
+        store_root = str(self.data_dir / "store" if store_dir is None else store_dir)
+        # The deadlines of the store's Spark jobs: fetches, flushes, compactions, loads.
+        self.spark_timeouts = SparkTimeouts() if spark_timeouts is None else spark_timeouts
+        # `files` (tests: a power-cut layer) carries the log and a local store's operations.
+        location = store_root if files is OS_FILES else LocalFS(store_root, files)
+        self.store = SourceStore(location, spark, timeouts=self.spark_timeouts)  # type: ignore[arg-type]
+        # A registry of this scheduler's own (not the process's global one): tests run several
+        # schedulers in one process. `serve` passes one it already exposes.
+        self.metrics = Metrics() if metrics is None else metrics
+        self.subscriptions = Subscriptions(
+            subscription_buffer, on_overflow=self.metrics.subscription_overflows.inc
+        )
+        self.metrics.subscriptions.set_function(lambda: len(self.subscriptions.open))
+        self.wal = WriteAheadLog(
+            self.data_dir / "wal", on_fsync=self.metrics.wal_fsync_seconds.observe, files=files
+        )
+        self.program: CompiledProgram | None = None
+        # The program's one dataflow graph; a new one at every install (built lazily).
+        self.graph: ProgramGraph | None = None
+        self.counters = Counters()
+        self._counter_lock = threading.Lock()
+        self._write_lock = threading.Lock()
+        self._last_assigned: int = 0  # highest epoch handed to the log, whether or not it committed
+        self._dataflow = threading.Condition(threading.Lock())
+        self._queue: deque[LoggedBatch] = deque()
+        self._queue_ready = threading.Condition(threading.Lock())
+        self._stopping = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._flushing = threading.Lock()  # one flush at a time
+        # The store versions running lookups have pinned, with how many pins each: the log tail
+        # keeps every batch after them (see `_truncate_log`). Guarded by `_dataflow`.
+        self._upquery_versions: Counter[int] = Counter()
+        self._seq = 0
+        # Keyed Spark jobs, one at a time per source channel, shared by concurrent misses.
+        self.upquery_jobs = UpqueryJobs(
+            self._run_spark_fetch,
+            self._pin_for_upquery,
+            self._unpin_upquery,
+            linger=UPQUERY_LINGER,
+            max_linger=UPQUERY_MAX_LINGER,
+        )
+        self._recover()
+        self.metrics.watch(self.stats, lambda: self.program.views if self.program is not None else ())
+
+    # -- start-up -----------------------------------------------------------------
+
+    def _program_path(self) -> Path:
+        return self.data_dir / "program.pomo"
+
+    def _recover(self) -> None:
+        path = self._program_path()
+        if path.exists():
+            self.program = compile_program(path.read_text(), path.name)
+            self._reset_graph()
+        # Every source ever installed is registered in the store before its first write, so
+        # the store knows the schema of everything the log can hold, even of sources the
+        # current program no longer declares.
+        schemas: dict[str, SourceSchema] = self.store.schemas()
+        batches = self.wal.recover(schemas)
+        version = self.store.version
+        self.tail = LogTail(version, batches)
+        self.durable_epoch = max(self.wal.last_epoch, version)
+        # No reader exists before the first lookup, so every logged batch counts as applied:
+        # a reader built later reads it through the overlay.
+        self.applied_epoch = self.durable_epoch
+        self._recover_time()
+        log.info(
+            "recovered: store version %d, %d logged batches after it",
+            version,
+            len(self.tail.batches),
+        )
+
+    def start(self) -> None:
+        for target, name in ((self._apply_loop, "dataflow"), (self._flush_loop, "flusher")):
+            thread = threading.Thread(target=target, name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def stop(self) -> None:
+        self._stopping.set()
+        with self._queue_ready:
+            self._queue_ready.notify_all()
+        for thread in self._threads:
+            thread.join(timeout=10)
+        self.upquery_jobs.close()
+        self.wal.close()
+        self.metrics.close()
+
+    # -- install ------------------------------------------------------------------
+
+    def install(self, text: str, filename: str = "<program>") -> CompiledProgram:
+        program_limits.check_text(self.limits, text)
+        try:
+            program = compile_program(
+                text,
+                filename,
+                check_parsed=lambda parsed: program_limits.check_parsed(self.limits, parsed, text, filename),
+                check_checked=lambda checked: program_limits.check_checked(self.limits, checked, filename),
+            )
+        except ProgramError as err:
+            raise (Unimplemented if err.unsupported else InvalidArgument)(str(err)) from None
+        # The flusher's lock first (it takes the write lock inside): a flush's checkpoint of
+        # the old program's state never lands after the new program's.
+        with self._flushing, self._write_lock:
+            registry = self._check_transient(program, filename)
+            # The store remembers every source ever installed, so it refuses a source whose
+            # declaration changed, whether or not the current program still declares it.
+            for name in program.checked.sources:
+                try:
+                    self.store.ensure_source(name, program.source_schema(name))
+                except SchemaMismatch as err:
+                    raise FailedPrecondition(str(err)) from None
+            with self._dataflow:
+                carried = self._carry_time(registry)  # before anything changes: it may fail
+                self._save_program(text)
+                self.program = program
+                self._reset_graph()
+                checkpoint = self._install_time(program, registry, carried)
+            checkpoint.write(self.data_dir)
+        return program
+
+    def _save_program(self, text: str) -> None:
+        """Replaces the stored program atomically and durably: writes acknowledged after an
+        install are read back at restart under that program."""
+        path = self._program_path()
+        tmp = path.with_suffix(".tmp")
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        tmp.replace(path)
+        fsync_path(self.data_dir)
+
+    def _require_program(self) -> CompiledProgram:
+        program = self.program
+        if program is None:
+            raise FailedPrecondition("no program is installed; call Install first")
+        return program
+
+    # -- introspection ------------------------------------------------------------
+
+    def _reset_graph(self) -> None:
+        """A new, empty graph for the program (caller holds the dataflow lock)."""
+        program = self.program
+        self.graph = None if program is None else ProgramGraph(program, partial=not self.full_state)
+        self.subscriptions.reset("the dataflow was rebuilt (a program install, a bulk load or a failure)")
+        # Even to even, after the new graph is in place: a lookup without the lock that
+        # read the old graph sees the sequence move and takes the locked path.
+        self._seq += 2
+
+    def dataflow_nodes(self, view: str | None = None) -> list[NodeInfo]:
+        """The dataflow built so far (for `view`'s readers only, when given), inputs first."""
+        program = self._require_program()
+        if view is not None and view not in program.views:
+            known = ", ".join(sorted(program.views)) or "none"
+            raise NotFound(f"no view named {view!r} (views: {known})")
+        with self._dataflow:
+            return [] if self.graph is None else self.graph.graph.node_infos(view)
+
+    def stats(self) -> Stats:
+        states = self.dataflow_nodes() if self.program is not None else []
+        with self._dataflow:
+            graph = self.graph.graph if self.graph is not None else None
+            readers = [
+                ReaderInfo(view, key, reader.partial, reader.state.present_keys())
+                for (view, key), reader in (graph.readers.items() if graph else ())  # type: ignore[misc]
+            ]
+            return Stats(
+                applied_epoch=self.applied_epoch,
+                durable_epoch=self.durable_epoch,
+                flushed_epoch=self.store.version,
+                upqueries=self.counters.upqueries,
+                spark_jobs=self.counters.spark_jobs,
+                dropped_deltas=graph.metrics.dropped if graph else 0,
+                readers=readers,
+                states=states,
+                memory_budget=self.memory.budget if self.memory else 0,
+                rss_bytes=process_rss(),
+                baseline_rss_bytes=self.memory.baseline if self.memory else 0,
+                partial_state_bytes=graph.partial_bytes() if graph else 0,
+                eviction_rounds=self.memory.evictions if self.memory else 0,
+            )
+
+    # -- bulk load ----------------------------------------------------------------
+
+    def load(
+        self,
+        source: str,
+        path: str,
+        fmt: str = "",
+        options: Mapping[str, str] | None = None,
+        progress: bulk_load.ProgressFn | None = None,
+        cancelled: threading.Event | None = None,
+    ) -> tuple[int, int]:
+        """Imports a CSV, Parquet or JSON-lines file into `source` as one epoch; returns
+        (rows in the file, epoch). Duplicates and rows already present are fine (sets).
+
+        The file is read once, by one Spark job (`bulk_load`), under the flusher's lock and
+        the write lock, so that no flush or write interleaves: the load's epoch E is the next
+        one and nothing else can take it while the locks are held, so the job types every
+        row and writes them as the store's part of inserts at E, durable but unpublished.
+        A row that does not fit fails that job, and nothing changes: the locks are released,
+        and a pass of its own (outside them) names the first such row, `FILE:ROW` and reason.
+        A file changed during the pass is refused. Then an empty marker record for E goes
+        through the log (it settles every write submitted before, and keeps E from being
+        reused whatever happens next, restart included); once the dataflow has applied every
+        earlier batch, the log tail is flushed into the store, and the store publishes the
+        part as version E, atomically (a crash before that leaves nothing, and the next open
+        deletes the part). The marker never reaches the dataflow: a failure after it leaves
+        E an empty epoch. Writes wait while this runs; lookups go on, at the epoch before E.
+
+        The dataflow is brought up to date by dropping every circuit: operator state is a
+        cache of the base relations, and the next lookup rebuilds and upqueries the store,
+        which now holds the load. Feeding millions of rows through the circuits would
+        cost more than refilling the keys that are read again. This is done, together with
+        the applied and durable epochs moving to E, under the dataflow lock held across the
+        store's publish, so no lookup ever answers with E's rows at an earlier epoch, or
+        at E without them.
+        """
+        program = self._require_program()
+        relation = program.relations.get(source)
+        if relation is None or relation.kind != "source":
+            known = ", ".join(sorted(program.checked.sources)) or "none"
+            raise NotFound(f"no source named {source!r} (sources: {known})")
+        if uses_time(program):
+            raise FailedPrecondition(_NO_LOAD_WITH_TIME.format(source=source))
+        schema = program.source_schema(source)
+        cids = [a for a, t in schema if t == "cid"]
+        if cids:
+            # A load's Spark job checks each value's type but not a CID's text (write_rows does).
+            raise Unimplemented(
+                f"{source!r} has the cid attribute {cids[0]!r}, which a load cannot check yet; "
+                "write its rows with Write"
+            )
+        # The checks that need no Spark, before waiting for it (its JVM may still be booting):
+        # a request that names no readable file, or a bad format or option, is refused at once.
+        bulk_load.check_path(path)
+        resolved = bulk_load.resolve_format(path, fmt)
+        if resolved == "csv":
+            bulk_load.csv_options(options or {})
+        elif options:
+            raise InvalidArgument(f"{resolved} takes no options (given: {', '.join(sorted(options))})")
+        try:
+            spark = self._spark()
+        except Exception as err:
+            raise Unavailable(f"the load cannot start: Spark is unavailable ({err})") from err
+        with bulk_load.LoadJob(spark, progress, cancelled) as job:  # type: ignore[arg-type]
+            with deadline(
+                spark, self.spark_timeouts.write, f"the load's check of {path}", WRITE_SETTING  # type: ignore[arg-type]
+            ):
+                plan = job.plan(path, fmt, dict(options or {}), source, schema)
+            try:
+                with job.phase("writing", 0.0, 1.0):
+                    loaded = self._load_locked(job, plan)
+            except bulk_load.BadInput:
+                # Outside the locks: the pass that names the bad row reads the whole file.
+                with deadline(
+                    spark, self.spark_timeouts.write, f"the load's check of {path}", WRITE_SETTING  # type: ignore[arg-type]
+                ):
+                    refusal = job.refusal(plan)
+                raise refusal from None
+        if loaded[0]:
+            self.metrics.epochs_committed.inc()
+        return loaded
+
+    def _load_locked(self, job: bulk_load.LoadJob, plan: bulk_load.Plan) -> tuple[int, int]:
+        """`load` under the flusher's lock and the write lock: the load's epoch E is the next
+        one, and stays free while the locks are held, so the one pass writes its part at E;
+        then the marker, the log's tail, and the part's publication (see `load`)."""
+        source, path = plan.source, plan.path
+        # The flusher's lock first (it takes the write lock inside): no flush runs meanwhile.
+        with self._flushing, self._write_lock:
+            now = self.program
+            if uses_time(now):
+                raise FailedPrecondition(_NO_LOAD_WITH_TIME.format(source=source))
+            if now is None or source not in now.checked.sources or now.source_schema(source) != plan.schema:
+                raise FailedPrecondition(
+                    f"the program changed during the load of {source!r}; nothing was loaded"
+                )
+            epoch = max(self._last_assigned, self.durable_epoch) + 1
+            staged, count = job.run(
+                plan,
+                lambda rows: self.store.stage_load(source, rows, epoch),
+                self.store.discard_load,
+            )
+            if count == 0 or staged is None:
+                self.store.discard_load(staged)
+                return 0, self.durable_epoch
+            try:
+                try:
+                    marker = self.wal.submit(LoggedBatch(epoch, {}))
+                    self._last_assigned = epoch
+                    marker.wait()
+                except OSError as err:
+                    raise Unavailable(f"the write-ahead log could not be written: {err}") from None
+                with self._dataflow:
+                    while self.applied_epoch < self.durable_epoch:
+                        if self._stopping.is_set():
+                            raise Unavailable("the server is stopping; nothing was loaded")
+                        self._dataflow.wait(timeout=0.5)
+                    pending = self.tail.flushable(self.applied_epoch)
+                self.wal.rotate()
+                with job.failures(path):
+                    # The store's epochs stay contiguous: the log's batches go in below the load.
+                    self.store.flush([b for b in pending if b.epoch > self.store.version])
+            except BaseException:
+                self.store.discard_load(staged)
+                raise
+
+            @contextlib.contextmanager
+            def publishing() -> Iterator[None]:
+                with self._dataflow:
+                    yield  # the store publishes version `epoch` here
+                    self.tail.trim_through(epoch)
+                    self._reset_graph()
+                    self.durable_epoch = self.applied_epoch = epoch
+                    self._seq += 2  # the epoch moved too: no lock-free read spans it
+                    self._dataflow.notify_all()
+
+            with job.failures(path):
+                self.store.publish_load(staged, publishing())
+            self.wal.truncate_through(epoch)
+            return count, epoch
+

@@ -1,0 +1,124 @@
+"""The rows of a write as they arrived, and their validation into tuples of a source.
+
+A side (inserts or deletes) of one source's change arrives in one of two wire forms: rows of
+typed values (`repeated Row`), or typed columns (`Columns`), much cheaper to encode and
+decode for a batch of many rows. `to_tuples` is the one place that checks either form
+against the source's schema, with the same messages for the same rows: a columnar side is
+checked as its row 0, since every row of a typed column has that row's types. A limit on
+the rows of a write can count `len()` of either form before anything is converted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from pomoview.planner.cid import is_cid
+from pomoview.server.errors import InvalidArgument
+from pomoview.server.types import SourceSchema, Tuple_, Value
+
+# A value as it arrived on the wire: (type name, Python value).
+TypedValue = tuple[str, Value]
+TypedRow = Mapping[str, TypedValue]
+
+
+@dataclass(frozen=True)
+class Column:
+    """One attribute's values, all of type `type_name` ("" for a column that named no type
+    and so holds no value)."""
+
+    name: str
+    type_name: str
+    values: Sequence[Value]
+
+
+@dataclass(frozen=True)
+class ColumnRows:
+    """Rows given as columns: row i is the i-th value of each column."""
+
+    columns: tuple[Column, ...]
+
+    def __len__(self) -> int:
+        """The rows, as the first column counts them (`to_tuples` checks the others agree)."""
+        return len(self.columns[0].values) if self.columns else 0
+
+
+# One side of one source's change, in either wire form.
+Rows = Sequence[TypedRow] | ColumnRows
+
+
+def _coerce(value: TypedValue, expected: str, where: str) -> Value:
+    kind, raw = value
+    if expected == "cid" and kind in ("cid", "string"):
+        # A string is accepted where a cid is declared, as a program's string literal is
+        # (planner/validate.py); either must be CID text, which nothing later checks.
+        return _checked_cid(raw, where)
+    if kind == expected:
+        return raw
+    if kind == "int" and expected == "float":
+        return float(raw)  # an int literal where a float is declared loses nothing
+    raise InvalidArgument(f"{where}: expected {expected}, got {kind} {raw!r}")
+
+
+def _checked_cid(raw: Value, where: str) -> str:
+    if not isinstance(raw, str) or not is_cid(raw):
+        raise InvalidArgument(f"{where}: {raw!r} is not a CID (CIDv1, base32 text)")
+    return raw
+
+
+def typed_tuple(row: TypedRow, schema: SourceSchema, where: str) -> Tuple_:
+    """One row as a tuple in the schema's order; raises InvalidArgument naming `where` and
+    the attribute for a missing, unknown or mistyped attribute."""
+    names = [a for a, _ in schema]
+    missing = [a for a in names if a not in row]
+    extra = sorted(a for a in row if a not in names)
+    if missing:
+        raise InvalidArgument(f"{where}: missing attribute {', '.join(missing)}")
+    if extra:
+        raise InvalidArgument(
+            f"{where}: unknown attribute {', '.join(map(repr, extra))} (it has {', '.join(names)})"
+        )
+    return tuple(_coerce(row[a], t, f"{where}: attribute {a!r}") for a, t in schema)
+
+
+def to_tuples(rows: Rows, schema: SourceSchema, where: str) -> list[Tuple_]:
+    """The rows as tuples of the schema; `where` names the side ("vote inserts"), and an
+    error names the row within it ("vote inserts[3]: attribute 'user_id': ...")."""
+    if isinstance(rows, ColumnRows):
+        return _column_tuples(rows, schema, where)
+    return [typed_tuple(row, schema, f"{where}[{i}]") for i, row in enumerate(rows)]
+
+
+def _column_tuples(rows: ColumnRows, schema: SourceSchema, where: str) -> list[Tuple_]:
+    by_name: dict[str, Column] = {}
+    count = len(rows)
+    first = rows.columns[0].name if rows.columns else ""
+    for column in rows.columns:
+        if column.name in by_name:
+            raise InvalidArgument(f"{where}: column {column.name!r} is given twice")
+        by_name[column.name] = column
+        if len(column.values) != count:
+            raise InvalidArgument(
+                f"{where}: column {column.name!r} has {len(column.values)} values, "
+                f"column {first!r} has {count}"
+            )
+    if count == 0:
+        return []  # as the row form: no row, nothing to check
+    # Row 0 has the types of every row, so checking it checks them all, in the row form's words.
+    typed_tuple({c.name: (c.type_name, c.values[0]) for c in rows.columns}, schema, f"{where}[0]")
+    ordered: list[Sequence[Value]] = []
+    for attribute, type_name in schema:
+        column = by_name[attribute]
+        if column.type_name == "int" and type_name == "float":
+            ordered.append(list(map(float, column.values)))
+        elif type_name == "cid":
+            # Every value's text is checked, not only row 0's: a type says nothing of it.
+            ordered.append(
+                [
+                    _checked_cid(v, f"{where}[{i}]: attribute {attribute!r}")
+                    for i, v in enumerate(column.values)
+                ]
+            )
+        else:
+            ordered.append(column.values)
+    return list(zip(*ordered, strict=True))

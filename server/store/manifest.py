@@ -1,0 +1,143 @@
+"""The source store's manifest: reading it at open, publishing a new one, and deleting the
+folders it does not list (see `source_store` for the layout, `store_fs` for how a manifest is
+replaced atomically)."""
+
+from __future__ import annotations
+
+import errno
+import threading
+
+from pomoview.server.spark.session import spark_error_reason
+from pomoview.server.store.fs import StoreFS
+from pomoview.server.store.layout import (
+    _PART_PREFIX,
+    _TMP_PREFIX,
+    _Part,
+    _part_doc,
+    _Snapshot,
+    _SourceState,
+)
+
+
+class StoreWriteError(Exception):
+    """A flush, load or compaction could not write the store (a full disk, an I/O error, a
+    failed Spark job): the store is as it was, and what it wrote is deleted (or, if it cannot
+    be, unlisted and deleted at the next open)."""
+
+    def __init__(self, what: str, where: str, err: BaseException) -> None:
+        reason = spark_error_reason(err)
+        self.disk_full = is_disk_full(err)
+        if self.disk_full:
+            reason = f"the disk is full (No space left on device): {reason}"
+        super().__init__(f"{what} could not be written to the store at {where}: {reason}")
+
+
+def is_disk_full(err: BaseException) -> bool:
+    """Whether `err` (an OSError, or a Spark failure whose Java cause says so) is ENOSPC."""
+    while err is not None:
+        if isinstance(err, OSError) and err.errno == errno.ENOSPC:
+            return True
+        if "No space left on device" in str(err):
+            return True
+        err = err.__cause__  # type: ignore[assignment]
+    return False
+
+
+class StoreManifest:
+    """The manifest half of `SourceStore` (which sets these attributes)."""
+
+    _fs: StoreFS
+    _root: str
+    _buckets: int
+    _lock: threading.Lock
+    _snapshot: _Snapshot
+
+    def _current(self) -> _Snapshot:
+        with self._lock:
+            return self._snapshot
+
+    def _read_manifest(self) -> _Snapshot:
+        doc = self._fs.read_manifest()
+        if doc is None:
+            return _Snapshot(version=0, sources={})
+        sources = {}
+        for name, entry in doc["sources"].items():
+            layout = entry.get("layout", {})
+            parts = []
+            for part_name in entry["parts"]:
+                info = layout.get(part_name)
+                if info is None:
+                    parts.append(self._legacy_part(name, part_name))
+                    continue
+                parts.append(
+                    _Part(
+                        name=part_name,
+                        cluster=tuple(info["cluster"]),
+                        buckets=int(info["buckets"]),
+                        files=tuple((int(b), str(f)) for b, f in info["files"]),
+                        epochs=(int(info["epochs"][0]), int(info["epochs"][1])),
+                        rows=None if info["rows"] is None else int(info["rows"]),
+                        compacted=bool(info["compacted"]),
+                        inserts_only=bool(info.get("inserts_only", info["compacted"])),
+                    )
+                )
+            cluster = entry.get("cluster")
+            sources[name] = _SourceState(
+                schema=tuple((str(a), str(t)) for a, t in entry["schema"]),
+                parts=tuple(parts),
+                cluster=None if cluster is None else tuple(cluster),
+                buckets=int(entry.get("buckets", self._buckets)),
+            )
+        return _Snapshot(version=int(doc["version"]), sources=sources)
+
+    def _legacy_part(self, source: str, name: str) -> _Part:
+        """A part written before parts were bucketed: one folder of Parquet files, no
+        `_bucket` column (read as null), every file read by every fetch."""
+        folder = self._fs.join(self._root, source, name)
+        files = sorted(
+            f.name
+            for f in self._fs.list_dir(folder)
+            if f.name.endswith(".parquet") and not f.name.startswith(".")
+        )
+        epochs = [int(x) for x in name[len(_PART_PREFIX) :].split("-")[:2]]
+        return _Part(name, (), 1, tuple((0, f) for f in files), (epochs[0], epochs[1]), None, False)
+
+    def _publish(self, snapshot: _Snapshot) -> None:
+        """Replace the manifest atomically and durably, then make `snapshot` the current one."""
+        doc = {
+            "version": snapshot.version,
+            "sources": {
+                name: {
+                    "schema": [list(p) for p in state.schema],
+                    "cluster": None if state.cluster is None else list(state.cluster),
+                    "buckets": state.buckets,
+                    "parts": [part.name for part in state.parts],
+                    "layout": {part.name: _part_doc(part) for part in state.parts},
+                }
+                for name, state in snapshot.sources.items()
+            },
+        }
+        self._fs.write_manifest(doc)
+        with self._lock:
+            self._snapshot = snapshot
+
+    def _remove_strays(self) -> None:
+        """Delete part and temporary folders the manifest does not list (crashed flushes and
+        compactions, and parts a compaction replaced)."""
+        fs = self._fs
+        root = fs.list_dir(self._root)
+        for entry in root:
+            if entry.name.startswith(_TMP_PREFIX) and not entry.is_dir:
+                fs.delete_file(fs.join(self._root, entry.name))
+        folders = {entry.name for entry in root if entry.is_dir}
+        for name, state in self._snapshot.sources.items():
+            if name not in folders:
+                continue
+            folder = fs.join(self._root, name)
+            listed = {part.name for part in state.parts}
+            for entry in fs.list_dir(folder):
+                stray = entry.name.startswith(_TMP_PREFIX) or (
+                    entry.name.startswith(_PART_PREFIX) and entry.name not in listed
+                )
+                if stray and entry.is_dir:
+                    fs.delete_tree(fs.join(folder, entry.name))

@@ -1,0 +1,205 @@
+"""The scheduler's part for time (DESIGN §2): transient sources and `@next` rules.
+
+`TimeState` (time_state.py) holds the program's history-dependent relations at one epoch,
+with the full circuits of its `p@ind` relations. This part keeps it at the applied epoch
+(`_time_ready`), steps it with every applied batch (`_epoch_operations`), answers the
+dataflow's fetches of those relations from it (`_time_fetch`), and checkpoints it.
+
+The invariant (see time_state.py), asserted here: the state's epoch and the checkpoint's
+are never behind the store's version, so the log tail always holds the batches that bring
+either to the applied epoch.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from pathlib import Path
+
+from pomoview.dataflow.keyed_state import Key, Row
+from pomoview.dataflow.node import Fetch, Filters
+from pomoview.dataflow.zset import ZSet
+from pomoview.planner.compile import CompiledProgram
+from pomoview.planner.errors import Diagnostic, ProgramError
+from pomoview.server.errors import FailedPrecondition, Unavailable
+from pomoview.server.scheduler.scheduler_state import SchedulerState
+from pomoview.server.temporal.time_state import Checkpoint, TimeState, program_digest, uses_time
+from pomoview.server.types import LoggedBatch
+
+log = logging.getLogger("pomoview.scheduler")
+
+
+def operations(batch: LoggedBatch) -> dict[str, ZSet[Row]]:
+    """A batch's operations per source: +1 per insert, -1 per delete (source indexes make
+    them exact deltas)."""
+    ops: dict[str, ZSet[Row]] = {}
+    for source, change in batch.changes.items():
+        # write() made the inserts and deletes distinct and disjoint: one dict of weights.
+        weights = dict.fromkeys(change.inserts, 1)
+        weights.update(dict.fromkeys(change.deletes, -1))
+        ops[source] = ZSet.of_weights(weights)
+    return ops
+
+
+class TimePath(SchedulerState):
+    data_dir: Path
+    # The program's state across epochs (None when it has neither @next rules nor transient
+    # sources). Guarded by `_dataflow`.
+    time: TimeState | None
+    # Every source any installed program declared transient: kept out of the store forever.
+    transient_sources: frozenset[str]
+
+    # -- start-up and install -----------------------------------------------------------
+
+    def _recover_time(self) -> None:
+        """The state of the recovered program at the checkpoint's epoch (its circuits and
+        the batches after it come at the first use, `_time_ready`)."""
+        program = self.program
+        checkpoint = Checkpoint.read(self.data_dir)
+        own = {n for n, r in program.checked.sources.items() if r.transient} if program else set()
+        self.transient_sources = frozenset(own | (checkpoint.transient_sources if checkpoint else set()))
+        self.time = None
+        if not uses_time(program):
+            return
+        assert program is not None
+        version = self.store.version
+        if checkpoint is not None and checkpoint.program == program_digest(program.text):
+            # The invariant: the checkpoint is never behind the store.
+            assert checkpoint.epoch >= version, (checkpoint.epoch, version)
+            self.time = TimeState(program, checkpoint.epoch, checkpoint)
+        elif checkpoint is not None and checkpoint.epoch >= version:
+            # An install that stopped between saving the program and its checkpoint (it was
+            # never acknowledged): carry what the earlier program held, as the install does.
+            self.time = TimeState(program, checkpoint.epoch, checkpoint)
+        else:
+            self.time = TimeState(program, version)
+        log.info("time state of %d relations recovered at epoch %d", len(program.inductive), self.time.epoch)
+
+    def _check_transient(self, program: CompiledProgram, filename: str) -> frozenset[str]:
+        """Refuses a source whose transience differs from what earlier programs declared
+        (a transient source's tuples were never stored; a persistent one's are); returns
+        the registry with `program`'s transient sources."""
+        stored = self.store.schemas()
+        diagnostics = []
+        for name, relation in program.checked.sources.items():
+            if relation.transient and name in stored and name not in self.transient_sources:
+                why = (
+                    f"source {name!r} was declared persistent by an earlier program (its tuples are "
+                    "stored); it cannot become transient"
+                )
+                diagnostics.append(Diagnostic(relation.position, why))
+            elif not relation.transient and name in self.transient_sources:
+                why = (
+                    f"source {name!r} was declared transient by an earlier program (its tuples were "
+                    "never stored); it cannot become persistent"
+                )
+                diagnostics.append(Diagnostic(relation.position, why))
+        if diagnostics:
+            raise FailedPrecondition(str(ProgramError(diagnostics, program.text, filename)))
+        return self.transient_sources | {n for n, r in program.checked.sources.items() if r.transient}
+
+    def _carry_time(self, registry: frozenset[str]) -> Checkpoint | None:
+        """The current state at the applied epoch, for the next program to carry (caller
+        holds the dataflow lock). Raises Unavailable if it cannot be brought there."""
+        if self.time is None:
+            return None
+        self._time_ready()
+        return self.time.checkpoint(registry)
+
+    def _install_time(
+        self, program: CompiledProgram, registry: frozenset[str], carried: Checkpoint | None
+    ) -> Checkpoint:
+        """Starts the new program's state at the applied epoch, with what `carried` holds
+        for relations whose attributes and types are unchanged; returns its checkpoint,
+        which the caller writes (caller holds the dataflow lock, and the flusher's)."""
+        self.transient_sources = registry
+        self.time = TimeState(program, self.applied_epoch, carried) if uses_time(program) else None
+        if self.time is None:
+            return Checkpoint(self.applied_epoch, program_digest(program.text), transient_sources=registry)
+        return self.time.checkpoint(registry)
+
+    # -- the state at the applied epoch -------------------------------------------------
+
+    def _time_ready(self, through: int | None = None) -> None:
+        """Brings the state to `through` (the applied epoch): builds its circuits from the
+        store and the log tail if they are gone, then steps them with the logged batches
+        after the state's epoch. Caller holds the dataflow lock; Spark jobs may run."""
+        state = self.time
+        if state is None:
+            return
+        through = self.applied_epoch if through is None else through
+        # The invariant: the tail holds every batch after the state's epoch.
+        assert state.epoch >= self.tail.base, (state.epoch, self.tail.base)
+        try:
+            if state.circuits is None:
+                state.build(self._sources_at(state.epoch))
+            for batch in self.tail.batches:
+                if state.epoch < batch.epoch <= through:
+                    state.advance(batch, operations)
+        except (FailedPrecondition, Unavailable):
+            raise
+        except Exception as err:
+            log.exception("the @next state could not be brought to epoch %d", through)
+            raise Unavailable(f"the @next state could not be brought to epoch {through}: {err}") from err
+
+    def _sources_at(self, epoch: int) -> Fetch:
+        """A Fetch of the persistent sources at `epoch`: a Spark job over the store (at its
+        version, which is not after `epoch`), advanced with the logged batches."""
+
+        def fetch(source: str, cols: tuple[str, ...], keys: list[Key], filters: Filters) -> Iterable[Row]:
+            schema = [a for a, _ in self._require_program().source_schema(source)]
+            with self.store.pinned() as pin:
+                version, tuples = self.store.fetch(source, cols, list(keys), dict(filters), at=pin)  # type: ignore[arg-type]
+            assert self.tail.base <= version <= epoch, (self.tail.base, version, epoch)
+            positions = [schema.index(c) for c in cols]
+            tests = tuple((schema.index(a), v) for a, v in filters)
+            return self.tail.overlay(source, tuples, version, epoch, positions, keys, tests)
+
+        return fetch
+
+    def _time_fetch(
+        self, source: str, cols: tuple[str, ...], keys: list[Key], filters: Filters
+    ) -> list[Row] | None:
+        """The dataflow's fetch of a transient source or a `p@next` relation at the applied
+        epoch, or None for any other relation (caller holds the dataflow lock)."""
+        state = self.time
+        if state is None or not state.serves(source):
+            return None
+        self._time_ready()
+        return state.fetch(source, cols, keys, filters)
+
+    def _epoch_operations(self, batch: LoggedBatch) -> dict[str, ZSet[Row]] | None:
+        """The changes `batch` makes to every relation a circuit reads, with the state
+        stepped to its epoch; None when the graph must be rebuilt instead (the state was
+        behind and caught up, or could not step). Caller holds the dataflow lock."""
+        state = self.time
+        if state is None:
+            return operations(batch)
+        try:
+            if state.circuits is not None and state.epoch == self.applied_epoch:
+                return state.advance(batch, operations)
+            self._time_ready(batch.epoch)
+        except Exception:
+            log.exception("the @next state failed at epoch %d; it is rebuilt at the next use", batch.epoch)
+        return None
+
+    # -- durability --------------------------------------------------------------------
+
+    def _time_checkpoint(self) -> Checkpoint | None:
+        """The state at the applied epoch, to write before the store publishes that epoch
+        (caller holds the dataflow lock); None when the program keeps no state."""
+        if self.time is None:
+            return None
+        self._time_ready()
+        return self.time.checkpoint(self.transient_sources)
+
+    def _storable(self, batches: list[LoggedBatch]) -> list[LoggedBatch]:
+        """The batches without their transient sources' changes: events never enter the store."""
+        drop = self.transient_sources
+        return [
+            LoggedBatch(b.epoch, {s: c for s, c in b.changes.items() if s not in drop})
+            if drop.intersection(b.changes)
+            else b
+            for b in batches
+        ]
+
