@@ -20,14 +20,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from .keyed_state import Key, Row
-from .node import Fetch, Metrics, Node, Value
-from .operators.feedback import Feedback
-from .operators.input import Input
-from .operators.reader import Reader
-from .operators.source_index import SourceIndex
-from .time import Time
-from .zset import ZSet
+from pomoview.dataflow.node import Fetch, Metrics, Node, Value
+from pomoview.dataflow.operators.feedback import Feedback
+from pomoview.dataflow.operators.input import Input
+from pomoview.dataflow.operators.reader import Reader
+from pomoview.dataflow.operators.source_index import SourceIndex
+from pomoview.dataflow.state.keyed_state import Key, Row
+from pomoview.dataflow.time import Time
+from pomoview.dataflow.zset import ZSet
 
 
 def topological_order(sinks: Sequence[Node]) -> list[Node]:

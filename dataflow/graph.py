@@ -15,14 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
 
-from .circuit import Circuit
-from .eviction import Evicted, evict, partial_state_bytes
-from .introspect import NodeInfo
-from .keyed_pair import KeyedPair
-from .keyed_state import Key, KeyedState, Row
-from .node import Fetch, KeyedNode, Metrics, Node, Value
-from .operators.reader import Reader
-from .zset import ZSet
+from pomoview.dataflow.circuit import Circuit
+from pomoview.dataflow.introspect import NodeInfo
+from pomoview.dataflow.node import Fetch, KeyedNode, Metrics, Node, Value
+from pomoview.dataflow.operators.reader import Reader
+from pomoview.dataflow.state.eviction import Evicted, evict, partial_state_bytes
+from pomoview.dataflow.state.keyed_pair import KeyedPair
+from pomoview.dataflow.state.keyed_state import Key, KeyedState, Row
+from pomoview.dataflow.zset import ZSet
 
 ReaderName = Hashable
 

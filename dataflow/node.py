@@ -33,16 +33,16 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypeAlias
 
-from .keyed_state import Key, KeyedState, Row
-from .time import Time
-from .trace import TraceReader
-from .upquery import Upquery, all_cover, covered, deliver_eviction, grouped, rows, run
-from .zset import IndexedZSet, ZSet
+from pomoview.dataflow.state.keyed_state import Key, KeyedState, Row
+from pomoview.dataflow.time import Time
+from pomoview.dataflow.trace import TraceReader
+from pomoview.dataflow.upquery import Upquery, all_cover, covered, deliver_eviction, grouped, rows, run
+from pomoview.dataflow.zset import IndexedZSet, ZSet
 
 # What a stream carries at one timestamp.
-Value = ZSet[Any] | IndexedZSet[Any, Any] | TraceReader | tuple["Value | None", ...]
+Value: TypeAlias = ZSet[Any] | IndexedZSet[Any, Any] | TraceReader | tuple["Value | None", ...]
 NodeKind = Literal["operator", "child", "feedback", "import", "sink", "source"]
 
 

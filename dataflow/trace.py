@@ -22,9 +22,9 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable, Iterator
 from typing import Any
 
-from . import time as timestamps
-from .time import Time
-from .zset import IndexedZSet, ZSet
+from pomoview.dataflow import time as timestamps
+from pomoview.dataflow.time import Time
+from pomoview.dataflow.zset import IndexedZSet, ZSet
 
 Times = dict[Time, int]
 

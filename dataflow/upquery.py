@@ -29,7 +29,7 @@ from types import GeneratorType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
-    from .node import EvictCols, Node
+    from pomoview.dataflow.node import EvictCols, Node
 
 T = TypeVar("T")
 
@@ -106,7 +106,7 @@ def ask_all(asks: Sequence[Ask]) -> Upquery[list[Any]]:
     """Asks every one of `asks` even when some raise FetchPending, then raises one
     FetchPending with all their requests; else returns their answers in order. Use as
     `answers = yield from ask_all([...])` inside a step."""
-    from .node import FetchPending
+    from pomoview.dataflow.node import FetchPending
 
     answers: list[Any] = []
     pending: list[FetchPending] = []

@@ -26,9 +26,7 @@ import operator
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pomoview.dataflow.aggregates import NO_VALUE, UserAggregate, make
 from pomoview.dataflow.circuit import Circuit
-from pomoview.dataflow.keyed_state import Row
 from pomoview.dataflow.node import Fetch, Filters, Node, project
 from pomoview.dataflow.operators.aggregate import Aggregate
 from pomoview.dataflow.operators.aggregate_join import AggregateJoin
@@ -51,6 +49,8 @@ from pomoview.dataflow.operators.trace_append import TraceAppend
 from pomoview.dataflow.operators.union import Union
 from pomoview.dataflow.operators.unit import Unit
 from pomoview.dataflow.operators.z1_trace import Z1Trace
+from pomoview.dataflow.state.aggregates import NO_VALUE, UserAggregate, make
+from pomoview.dataflow.state.keyed_state import Row
 
 from . import ra
 from .cid import cid

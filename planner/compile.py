@@ -15,9 +15,9 @@ from typing import Any
 
 from pomoview.dataflow.circuit import Circuit
 from pomoview.dataflow.graph import Graph
-from pomoview.dataflow.keyed_state import Key, Row
 from pomoview.dataflow.node import Fetch, Filters
 from pomoview.dataflow.operators.reader import Reader
+from pomoview.dataflow.state.keyed_state import Key, Row
 from pomoview.dataflow.zset import ZSet
 
 from . import ast, ra

@@ -25,8 +25,8 @@ import math
 from collections.abc import Iterable, Mapping
 
 from pomoview.dataflow.circuit import Circuit
-from pomoview.dataflow.keyed_state import Key, Row
 from pomoview.dataflow.node import Filters, matches, project
+from pomoview.dataflow.state.keyed_state import Key, Row
 from pomoview.dataflow.zset import ZSet
 
 from .compile import AggregateFunction, CompiledProgram, ProgramGraph, compile_program

@@ -32,12 +32,20 @@ import math
 from collections.abc import Callable, Collection, Hashable, Sequence
 from typing import cast
 
-from ..aggregates import NO_VALUE, GroupState, UserAggregate, call_user, make, name, same
-from ..keyed_state import Key, Row
-from ..node import Node, Value, active, select_keys
-from ..time import Time
-from ..zset import IndexedZSet, ZSet
-from .index_with import IndexWith
+from pomoview.dataflow.node import Node, Value, active, select_keys
+from pomoview.dataflow.operators.index_with import IndexWith
+from pomoview.dataflow.state.aggregates import (
+    NO_VALUE,
+    GroupState,
+    UserAggregate,
+    call_user,
+    make,
+    name,
+    same,
+)
+from pomoview.dataflow.state.keyed_state import Key, Row
+from pomoview.dataflow.time import Time
+from pomoview.dataflow.zset import IndexedZSet, ZSet
 
 ValueFn = Callable[[Row], object]
 OutputFn = Callable[[Hashable, object], Row]

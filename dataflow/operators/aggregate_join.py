@@ -32,11 +32,11 @@ from __future__ import annotations
 import sys
 from collections.abc import Collection, Mapping
 
-from ..aggregates import NO_VALUE, GroupState, UserAggregate, make, name, same
-from ..keyed_pair import KeyedPair
-from ..keyed_state import Key, PackedGroup, Row
-from ..node import EvictCols, Node, project
-from ..zset import ZSet
+from pomoview.dataflow.node import EvictCols, Node, project
+from pomoview.dataflow.state.aggregates import NO_VALUE, GroupState, UserAggregate, make, name, same
+from pomoview.dataflow.state.keyed_pair import KeyedPair
+from pomoview.dataflow.state.keyed_state import Key, PackedGroup, Row
+from pomoview.dataflow.zset import ZSet
 
 __all__ = ["NO_VALUE", "AggregateJoin"]
 

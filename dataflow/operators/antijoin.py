@@ -26,10 +26,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..keyed_pair import KeyedPairOfRows
-from ..keyed_state import Key, Row
-from ..node import Node, project
-from ..zset import ZSet
+from pomoview.dataflow.node import Node, project
+from pomoview.dataflow.state.keyed_pair import KeyedPairOfRows
+from pomoview.dataflow.state.keyed_state import Key, Row
+from pomoview.dataflow.zset import ZSet
 
 
 def antijoin(

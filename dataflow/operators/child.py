@@ -27,13 +27,13 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Sequence
 from typing import Literal
 
-from ..circuit import Circuit
-from ..keyed_state import Key, Row
-from ..node import Node, Value, active, select_keys
-from ..time import Time
-from ..zset import ZSet
-from .feedback import Feedback
-from .import_stream import Import
+from pomoview.dataflow.circuit import Circuit
+from pomoview.dataflow.node import Node, Value, active, select_keys
+from pomoview.dataflow.operators.feedback import Feedback
+from pomoview.dataflow.operators.import_stream import Import
+from pomoview.dataflow.state.keyed_state import Key, Row
+from pomoview.dataflow.time import Time
+from pomoview.dataflow.zset import ZSet
 
 Mode = Literal["incremental", "iterate"]
 

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from ..keyed_state import Key, Row
-from ..node import KeyedNode, Node, group_by_key, project, select_keys
-from ..upquery import Upquery, rows
-from ..zset import ZSet
+from pomoview.dataflow.node import KeyedNode, Node, group_by_key, project, select_keys
+from pomoview.dataflow.state.keyed_state import Key, Row
+from pomoview.dataflow.upquery import Upquery, rows
+from pomoview.dataflow.zset import ZSet
 
 
 def distinct_incremental(batch: ZSet[Row], history: ZSet[Row]) -> ZSet[Row]:

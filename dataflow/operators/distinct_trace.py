@@ -29,11 +29,11 @@ from collections.abc import Collection, Hashable, Iterable, Sequence
 from functools import cache
 from typing import Any
 
-from ..keyed_state import Key, Row
-from ..node import Node, Value, active
-from ..time import Time, lub
-from ..trace import Times, TraceReader
-from ..zset import ZSet
+from pomoview.dataflow.node import Node, Value, active
+from pomoview.dataflow.state.keyed_state import Key, Row
+from pomoview.dataflow.time import Time, lub
+from pomoview.dataflow.trace import Times, TraceReader
+from pomoview.dataflow.zset import ZSet
 
 
 @cache

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection
 
-from ..keyed_state import Key, Row
-from ..node import Node, select_keys
-from ..upquery import Upquery, covered, rows
-from ..zset import ZSet
+from pomoview.dataflow.node import Node, select_keys
+from pomoview.dataflow.state.keyed_state import Key, Row
+from pomoview.dataflow.upquery import Upquery, covered, rows
+from pomoview.dataflow.zset import ZSet
 
 
 class Extend(Node):

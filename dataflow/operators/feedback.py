@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
-from ..keyed_state import Key, Row
-from ..node import Node, Value, active
-from ..time import Time
-from ..zset import ZSet
+from pomoview.dataflow.node import Node, Value, active
+from pomoview.dataflow.state.keyed_state import Key, Row
+from pomoview.dataflow.time import Time
+from pomoview.dataflow.zset import ZSet
 
 
 def _same(a: Value | None, b: Value | None) -> bool:

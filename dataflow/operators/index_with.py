@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Hashable, Sequence
 
-from ..keyed_state import Key, Row
-from ..node import Node, Value, active
-from ..time import Time
-from ..upquery import Upquery, indexed, rows, run
-from ..zset import IndexedZSet, ZSet
+from pomoview.dataflow.node import Node, Value, active
+from pomoview.dataflow.state.keyed_state import Key, Row
+from pomoview.dataflow.time import Time
+from pomoview.dataflow.upquery import Upquery, indexed, rows, run
+from pomoview.dataflow.zset import IndexedZSet, ZSet
 
 KeyFn = Callable[[Row], Hashable]
 

@@ -20,10 +20,10 @@ Contract:
 
 from __future__ import annotations
 
-from ..keyed_pair import KeyedPairOfRows
-from ..keyed_state import Key, Row
-from ..node import Node
-from ..zset import ZSet
+from pomoview.dataflow.node import Node
+from pomoview.dataflow.state.keyed_pair import KeyedPairOfRows
+from pomoview.dataflow.state.keyed_state import Key, Row
+from pomoview.dataflow.zset import ZSet
 
 
 class Join(KeyedPairOfRows):

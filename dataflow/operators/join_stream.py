@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Hashable, Sequence
 from typing import Any
 
-from ..keyed_state import Key, Row
-from ..node import Node, Value, active, select_keys
-from ..time import Time
-from ..upquery import Upquery, ask_all, indexed
-from ..zset import IndexedZSet, ZSet
-from .index_with import IndexWith
+from pomoview.dataflow.node import Node, Value, active, select_keys
+from pomoview.dataflow.operators.index_with import IndexWith
+from pomoview.dataflow.state.keyed_state import Key, Row
+from pomoview.dataflow.time import Time
+from pomoview.dataflow.upquery import Upquery, ask_all, indexed
+from pomoview.dataflow.zset import IndexedZSet, ZSet
 
 JoinFn = Callable[[Hashable, Hashable, Hashable], Hashable]
 

@@ -21,15 +21,15 @@ from __future__ import annotations
 
 from collections.abc import Collection, Hashable, Iterable, Sequence
 
-from ..keyed_state import Key, Row
-from ..node import Node, Value, active
-from ..time import Time, lub
-from ..trace import TraceReader
-from ..zset import IndexedZSet, ZSet
-from .join_stream import JoinFn, JoinStream, flip
-from .trace_append import TraceAppend
-from .union import Union
-from .z1_trace import Z1Trace
+from pomoview.dataflow.node import Node, Value, active
+from pomoview.dataflow.operators.join_stream import JoinFn, JoinStream, flip
+from pomoview.dataflow.operators.trace_append import TraceAppend
+from pomoview.dataflow.operators.union import Union
+from pomoview.dataflow.operators.z1_trace import Z1Trace
+from pomoview.dataflow.state.keyed_state import Key, Row
+from pomoview.dataflow.time import Time, lub
+from pomoview.dataflow.trace import TraceReader
+from pomoview.dataflow.zset import IndexedZSet, ZSet
 
 
 def join_trace(join_fn: JoinFn, delta: IndexedZSet[Hashable, Hashable], trace: TraceReader) -> ZSet[Hashable]:

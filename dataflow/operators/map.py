@@ -22,10 +22,10 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from typing import TypeVar
 
-from ..keyed_state import Key, PackedGroup, Row
-from ..node import EvictCols, Node, select_keys
-from ..upquery import Upquery, all_cover, covered, grouped, rows
-from ..zset import ZSet
+from pomoview.dataflow.node import EvictCols, Node, select_keys
+from pomoview.dataflow.state.keyed_state import Key, PackedGroup, Row
+from pomoview.dataflow.upquery import Upquery, all_cover, covered, grouped, rows
+from pomoview.dataflow.zset import ZSet
 
 E = TypeVar("E", bound=Hashable)
 F = TypeVar("F", bound=Hashable)

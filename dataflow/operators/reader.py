@@ -20,9 +20,9 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 from typing import Protocol
 
-from ..keyed_state import Key, KeyedState, Row
-from ..node import EvictCols, KeyedNode, Node, group_by_key, project
-from ..zset import ZSet
+from pomoview.dataflow.node import EvictCols, KeyedNode, Node, group_by_key, project
+from pomoview.dataflow.state.keyed_state import Key, KeyedState, Row
+from pomoview.dataflow.zset import ZSet
 
 
 class Tap(Protocol):

@@ -22,11 +22,11 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 
-from ..int_set import IntSet
-from ..keyed_state import Key, KeyedState, PackedRows, Row, RowLayout
-from ..node import Fetch, Filters, KeyedNode, group_by_key, matches, project, select_keys
-from ..upquery import Upquery
-from ..zset import ZSet
+from pomoview.dataflow.node import Fetch, Filters, KeyedNode, group_by_key, matches, project, select_keys
+from pomoview.dataflow.state.int_set import IntSet
+from pomoview.dataflow.state.keyed_state import Key, KeyedState, PackedRows, Row, RowLayout
+from pomoview.dataflow.upquery import Upquery
+from pomoview.dataflow.zset import ZSet
 
 
 class SourceIndex(KeyedNode):

@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from ..keyed_state import Key, Row
-from ..node import Node, Value, active
-from ..time import Time
-from ..trace import Trace
-from ..zset import IndexedZSet, ZSet
+from pomoview.dataflow.node import Node, Value, active
+from pomoview.dataflow.state.keyed_state import Key, Row
+from pomoview.dataflow.time import Time
+from pomoview.dataflow.trace import Trace
+from pomoview.dataflow.zset import IndexedZSet, ZSet
 
 
 def trace_append(batch: ZSet[Any] | IndexedZSet[Any, Any], trace: Trace, time: Time) -> Trace:

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from ..keyed_state import Key, Row
-from ..node import Node
-from ..upquery import Upquery, ask_all, rows
-from ..zset import ZSet
+from pomoview.dataflow.node import Node
+from pomoview.dataflow.state.keyed_state import Key, Row
+from pomoview.dataflow.upquery import Upquery, ask_all, rows
+from pomoview.dataflow.zset import ZSet
 
 
 class Union(Node):

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from ..keyed_state import Key, Row
-from ..node import Node
-from ..zset import ZSet
+from pomoview.dataflow.node import Node
+from pomoview.dataflow.state.keyed_state import Key, Row
+from pomoview.dataflow.zset import ZSet
 
 
 class Unit(Node):

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
-from ..keyed_state import Key, Row
-from ..node import Node, Value
-from ..time import Time
-from ..trace import Trace, TraceBefore
-from ..zset import ZSet
+from pomoview.dataflow.node import Node, Value
+from pomoview.dataflow.state.keyed_state import Key, Row
+from pomoview.dataflow.time import Time
+from pomoview.dataflow.trace import Trace, TraceBefore
+from pomoview.dataflow.zset import ZSet
 
 
 def z1_trace(trace: Trace, time: Time) -> TraceBefore:

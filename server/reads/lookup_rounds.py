@@ -13,9 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from pomoview.dataflow.int_set import IntSet
-from pomoview.dataflow.keyed_state import Key, PackedRows, Row, RowLayout
 from pomoview.dataflow.node import Fetch, FetchPending, FetchRequest, Filters, matches
+from pomoview.dataflow.state.int_set import IntSet
+from pomoview.dataflow.state.keyed_state import Key, PackedRows, Row, RowLayout
 from pomoview.planner.compile import CompiledProgram
 from pomoview.planner.validate import Relation
 from pomoview.server.errors import DeadlineExceeded, InvalidArgument, NotFound, OutOfRange, Unavailable

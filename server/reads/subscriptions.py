@@ -21,8 +21,8 @@ import threading
 from collections import deque
 from collections.abc import Callable
 
-from pomoview.dataflow.keyed_state import Key, Row
 from pomoview.dataflow.operators.reader import Reader
+from pomoview.dataflow.state.keyed_state import Key, Row
 from pomoview.server.errors import ResourceExhausted, ServiceError, Unavailable
 
 # Rows a subscription may hold unsent (`pomoview serve --subscription-buffer`).

@@ -30,8 +30,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from pomoview.dataflow.keyed_state import Key
 from pomoview.dataflow.node import FetchRequest, Filters
+from pomoview.dataflow.state.keyed_state import Key
 
 Channel = tuple[str, tuple[str, ...], Filters]
 

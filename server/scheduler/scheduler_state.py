@@ -9,8 +9,8 @@ import threading
 from collections import Counter, deque
 from collections.abc import Callable
 
-from pomoview.dataflow.keyed_state import Key, Row
 from pomoview.dataflow.node import Filters
+from pomoview.dataflow.state.keyed_state import Key, Row
 from pomoview.dataflow.zset import ZSet
 from pomoview.planner.compile import CompiledProgram, ProgramGraph
 from pomoview.server.reads.overlay import LogTail

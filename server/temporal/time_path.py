@@ -16,8 +16,8 @@ import logging
 from collections.abc import Iterable
 from pathlib import Path
 
-from pomoview.dataflow.keyed_state import Key, Row
 from pomoview.dataflow.node import Fetch, Filters
+from pomoview.dataflow.state.keyed_state import Key, Row
 from pomoview.dataflow.zset import ZSet
 from pomoview.planner.compile import CompiledProgram
 from pomoview.planner.errors import Diagnostic, ProgramError

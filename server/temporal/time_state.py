@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pomoview.dataflow.circuit import Circuit
-from pomoview.dataflow.keyed_state import Key, Row
 from pomoview.dataflow.node import Fetch, Filters, matches, project
+from pomoview.dataflow.state.keyed_state import Key, Row
 from pomoview.dataflow.zset import ZSet
 from pomoview.planner.compile import CompiledProgram
 from pomoview.planner.lower import next_name

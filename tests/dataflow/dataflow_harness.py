@@ -11,9 +11,9 @@ from collections.abc import Callable, Collection, Iterable
 from hypothesis import strategies as st
 
 from pomoview.dataflow.circuit import Circuit
-from pomoview.dataflow.keyed_state import Key, Row
 from pomoview.dataflow.node import Filters, Node, matches, project
 from pomoview.dataflow.operators.source_index import SourceIndex
+from pomoview.dataflow.state.keyed_state import Key, Row
 from pomoview.dataflow.zset import ZSet
 
 Batch = dict[str, dict[Row, int]]  # source -> tuple -> +1 insert / -1 delete

@@ -14,7 +14,6 @@ from collections.abc import Callable, Hashable
 from pomoview.dataflow.circuit import Circuit
 from pomoview.dataflow.node import Node
 from pomoview.dataflow.operators.child import Child, ChildOutput
-from pomoview.dataflow.operators.distinct import Distinct
 from pomoview.dataflow.operators.distinct_trace import DistinctTrace
 from pomoview.dataflow.operators.feedback import Feedback
 from pomoview.dataflow.operators.import_stream import Import
@@ -26,6 +25,7 @@ from pomoview.dataflow.operators.map import MapFn
 from pomoview.dataflow.operators.trace_append import TraceAppend
 from pomoview.dataflow.operators.union import Union
 from pomoview.dataflow.operators.z1_trace import Z1Trace
+from pomoview.dataflow.reference.distinct import Distinct
 
 PAIR = ("x", "y")
 

@@ -9,11 +9,11 @@ from dataflow_harness import Driver, Store, epochs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pomoview.dataflow.aggregates import NO_VALUE, Items, UserAggregate, name
-from pomoview.dataflow.keyed_state import Key, Row
 from pomoview.dataflow.node import Node
 from pomoview.dataflow.operators.aggregate import Aggregate, aggregate
 from pomoview.dataflow.operators.index_with import IndexWith
+from pomoview.dataflow.state.aggregates import NO_VALUE, Items, UserAggregate, name
+from pomoview.dataflow.state.keyed_state import Key, Row
 from pomoview.dataflow.zset import ZSet
 
 SETTINGS = settings(max_examples=60, deadline=None)

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pomoview.dataflow import aggregates
-from pomoview.dataflow.aggregates import NO_VALUE, UserAggregate, make, same
+from pomoview.dataflow.state import aggregates
+from pomoview.dataflow.state.aggregates import NO_VALUE, UserAggregate, make, same
 
 SETTINGS = settings(max_examples=200, deadline=None)
 

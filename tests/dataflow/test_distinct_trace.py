@@ -8,14 +8,14 @@ from nested_harness import epochs, run_epochs
 
 from pomoview.dataflow.circuit import Circuit
 from pomoview.dataflow.operators.child import Child
-from pomoview.dataflow.operators.distinct import distinct
 from pomoview.dataflow.operators.distinct_trace import DistinctTrace, distinct_delta, distinct_trace
 from pomoview.dataflow.operators.import_stream import Import
 from pomoview.dataflow.operators.input import Input
 from pomoview.dataflow.operators.trace_append import TraceAppend
 from pomoview.dataflow.operators.union import Union
-from pomoview.dataflow.operators.z1 import Z1
 from pomoview.dataflow.operators.z1_trace import Z1Trace
+from pomoview.dataflow.reference.distinct import distinct
+from pomoview.dataflow.reference.z1 import Z1
 from pomoview.dataflow.time import corners, leq
 from pomoview.dataflow.trace import Trace
 from pomoview.dataflow.zset import ZSet

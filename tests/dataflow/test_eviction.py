@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from pomoview.dataflow.keyed_state import _SAMPLE, Key, KeyedState, Row
 from pomoview.dataflow.node import Filters
+from pomoview.dataflow.state.keyed_state import _SAMPLE, Key, KeyedState, Row
 from pomoview.planner.compile import ProgramGraph, compile_program
 
 VOTES = """

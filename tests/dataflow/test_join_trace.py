@@ -13,8 +13,8 @@ from pomoview.dataflow.operators.input import Input
 from pomoview.dataflow.operators.join_stream import JoinStream, join_stream
 from pomoview.dataflow.operators.join_trace import JoinTrace, incremental_join, join_trace
 from pomoview.dataflow.operators.trace_append import TraceAppend
-from pomoview.dataflow.operators.z1 import Z1
 from pomoview.dataflow.operators.z1_trace import Z1Trace
+from pomoview.dataflow.reference.z1 import Z1
 from pomoview.dataflow.trace import Trace
 from pomoview.dataflow.zset import ZSet
 

@@ -25,19 +25,19 @@ from hypothesis import strategies as st
 
 from pomoview.dataflow.circuit import Circuit
 from pomoview.dataflow.node import Node, Value
-from pomoview.dataflow.operators.consolidate import Consolidate, consolidate
 from pomoview.dataflow.operators.filter import Filter, filter_zset
 from pomoview.dataflow.operators.index_with import IndexWith, index_with
 from pomoview.dataflow.operators.input import Input
-from pomoview.dataflow.operators.inspect import Inspect
 from pomoview.dataflow.operators.map import MapFn, map_zset
 from pomoview.dataflow.operators.minus import Minus, minus
-from pomoview.dataflow.operators.negate import Negate, negate
-from pomoview.dataflow.operators.plus import Plus, plus
 from pomoview.dataflow.operators.trace_append import TraceAppend
-from pomoview.dataflow.operators.untimed_trace_append import UNTIMED, UntimedTraceAppend
-from pomoview.dataflow.operators.z1 import Z1
 from pomoview.dataflow.operators.z1_trace import Z1Trace
+from pomoview.dataflow.reference.consolidate import Consolidate, consolidate
+from pomoview.dataflow.reference.inspect import Inspect
+from pomoview.dataflow.reference.negate import Negate, negate
+from pomoview.dataflow.reference.plus import Plus, plus
+from pomoview.dataflow.reference.untimed_trace_append import UNTIMED, UntimedTraceAppend
+from pomoview.dataflow.reference.z1 import Z1
 from pomoview.dataflow.time import Time
 from pomoview.dataflow.trace import Trace, TraceReader
 from pomoview.dataflow.zset import IndexedZSet, ZSet

@@ -10,8 +10,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pomoview.dataflow.int_set import IntSet
-from pomoview.dataflow.keyed_state import PACK_MIN, KeyedState, PackedGroup, RowLayout
+from pomoview.dataflow.state.int_set import IntSet
+from pomoview.dataflow.state.keyed_state import PACK_MIN, KeyedState, PackedGroup, RowLayout
 
 VALUES = st.one_of(st.integers(-40, 40), st.sampled_from([(1 << 63) - 1, -(1 << 63)]))
 

@@ -5,8 +5,8 @@ reader's other keys still go."""
 
 from __future__ import annotations
 
-from pomoview.dataflow.keyed_state import Key, Row
 from pomoview.dataflow.node import Filters
+from pomoview.dataflow.state.keyed_state import Key, Row
 from pomoview.dataflow.zset import ZSet
 from pomoview.planner.compile import ProgramGraph, compile_program
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pomoview.dataflow.circuit import Circuit
 from pomoview.dataflow.operators.input import Input
-from pomoview.dataflow.operators.sink import Sink
+from pomoview.dataflow.reference.sink import Sink
 from pomoview.dataflow.zset import ZSet
 
 

@@ -14,20 +14,20 @@ Z1 Trace, Trace Append and Untimed Trace Append (§2.9.9, 2.9.10, 2.9.16,
 from __future__ import annotations
 
 from pomoview.dataflow.node import Node
-from pomoview.dataflow.operators.consolidate import consolidate
-from pomoview.dataflow.operators.distinct import distinct
 from pomoview.dataflow.operators.distinct_incremental import distinct_incremental
 from pomoview.dataflow.operators.distinct_trace import DistinctTrace, distinct_trace
 from pomoview.dataflow.operators.filter import filter_zset
 from pomoview.dataflow.operators.index_with import index_with
-from pomoview.dataflow.operators.inspect import inspect
 from pomoview.dataflow.operators.join_stream import join_stream
 from pomoview.dataflow.operators.join_trace import join_trace
 from pomoview.dataflow.operators.map import map_zset
 from pomoview.dataflow.operators.minus import minus
-from pomoview.dataflow.operators.negate import negate
-from pomoview.dataflow.operators.plus import plus
 from pomoview.dataflow.operators.trace_append import trace_append
+from pomoview.dataflow.reference.consolidate import consolidate
+from pomoview.dataflow.reference.distinct import distinct
+from pomoview.dataflow.reference.inspect import inspect
+from pomoview.dataflow.reference.negate import negate
+from pomoview.dataflow.reference.plus import plus
 from pomoview.dataflow.trace import Trace
 from pomoview.dataflow.zset import IndexedZSet, ZSet
 

@@ -15,11 +15,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from pomoview.dataflow.circuit import Circuit
-from pomoview.dataflow.keyed_pair import KeyedPair
-from pomoview.dataflow.keyed_state import Key, Row
 from pomoview.dataflow.node import FetchPending, FetchRequest, Filters, KeyedNode, Node, matches, project
 from pomoview.dataflow.operators.aggregate_join import AggregateJoin
 from pomoview.dataflow.operators.source_index import SourceIndex
+from pomoview.dataflow.state.keyed_pair import KeyedPair
+from pomoview.dataflow.state.keyed_state import Key, Row
 from pomoview.dataflow.zset import ZSet
 from pomoview.planner.build import CircuitBuilder
 from pomoview.planner.compile import CompiledProgram, ProgramGraph

@@ -22,8 +22,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from partial_model import Model  # noqa: E402
 from program_shapes import chain, wide  # noqa: E402
 
-from pomoview.dataflow.keyed_state import Key, Row  # noqa: E402
 from pomoview.dataflow.node import Filters  # noqa: E402
+from pomoview.dataflow.state.keyed_state import Key, Row  # noqa: E402
 from pomoview.planner.compile import ProgramGraph, compile_program  # noqa: E402
 
 

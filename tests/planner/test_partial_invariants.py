@@ -36,8 +36,8 @@ from partial_model import Model, Pending  # noqa: E402
 from random_programs import INT_DOMAIN, STR_DOMAIN, Program, generate, random_batch, solve  # noqa: E402
 from web_programs import generate_web  # noqa: E402
 
-from pomoview.dataflow.keyed_pair import KeyedPair  # noqa: E402
 from pomoview.dataflow.operators.union import Union  # noqa: E402
+from pomoview.dataflow.state.keyed_pair import KeyedPair  # noqa: E402
 from pomoview.planner.compile import compile_program  # noqa: E402
 from pomoview.planner.errors import ProgramError  # noqa: E402
 

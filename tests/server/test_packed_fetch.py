@@ -10,7 +10,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from pomoview.dataflow.keyed_state import PackedGroup
+from pomoview.dataflow.state.keyed_state import PackedGroup
 from pomoview.server.scheduler.scheduler import Scheduler
 
 VOTES = """

@@ -9,8 +9,8 @@ import random
 
 import pytest
 
-from pomoview.dataflow.keyed_state import Key, Row
 from pomoview.dataflow.node import Filters
+from pomoview.dataflow.state.keyed_state import Key, Row
 from pomoview.dataflow.zset import ZSet
 from pomoview.planner.compile import ProgramGraph, compile_program
 from pomoview.server.errors import ResourceExhausted, Unavailable

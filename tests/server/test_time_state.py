@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from pomoview.dataflow.keyed_state import Key, Row
 from pomoview.dataflow.node import Filters
+from pomoview.dataflow.state.keyed_state import Key, Row
 from pomoview.planner.compile import compile_program
 from pomoview.planner.engine import Engine
 from pomoview.server.scheduler.scheduler import Scheduler

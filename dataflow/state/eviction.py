@@ -26,8 +26,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .keyed_state import Key
-from .node import Node
+from pomoview.dataflow.node import Node
+from pomoview.dataflow.state.keyed_state import Key
 
 # One sweep takes at least this share of a state's keys, so a state whose estimate is off
 # still shrinks in a few steps.

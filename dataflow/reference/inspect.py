@@ -15,11 +15,11 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Hashable, Sequence
 from typing import TypeVar
 
-from ..keyed_state import Key, Row
-from ..node import Node, Value, active
-from ..time import Time
-from ..upquery import Upquery, rows
-from ..zset import ZSet
+from pomoview.dataflow.node import Node, Value, active
+from pomoview.dataflow.state.keyed_state import Key, Row
+from pomoview.dataflow.time import Time
+from pomoview.dataflow.upquery import Upquery, rows
+from pomoview.dataflow.zset import ZSet
 
 E = TypeVar("E", bound=Hashable)
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Collection, Hashable, Sequence
 
-from ..keyed_state import Key, Row
-from ..node import Node, Value, select_keys
-from ..time import Time
-from ..trace import TraceReader
-from ..zset import ZSet
+from pomoview.dataflow.node import Node, Value, select_keys
+from pomoview.dataflow.state.keyed_state import Key, Row
+from pomoview.dataflow.time import Time
+from pomoview.dataflow.trace import TraceReader
+from pomoview.dataflow.zset import ZSet
 
 
 def consolidate(trace: TraceReader) -> ZSet[Hashable]:

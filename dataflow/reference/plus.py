@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import TypeVar
 
-from ..node import Node
-from ..zset import ZSet
-from .union import Union
+from pomoview.dataflow.node import Node
+from pomoview.dataflow.operators.union import Union
+from pomoview.dataflow.zset import ZSet
 
 E = TypeVar("E", bound=Hashable)
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
 
-from ..keyed_state import Key, Row
-from ..node import Node, Value
-from ..time import Time
-from ..zset import ZSet
+from pomoview.dataflow.node import Node, Value
+from pomoview.dataflow.state.keyed_state import Key, Row
+from pomoview.dataflow.time import Time
+from pomoview.dataflow.zset import ZSet
 
 Callback = Callable[[Sequence[Value | None], Time], None]
 

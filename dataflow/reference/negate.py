@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Collection, Hashable
 from typing import TypeVar
 
-from ..keyed_state import Key, Row
-from ..node import Node
-from ..upquery import Upquery, rows
-from ..zset import ZSet
+from pomoview.dataflow.node import Node
+from pomoview.dataflow.state.keyed_state import Key, Row
+from pomoview.dataflow.upquery import Upquery, rows
+from pomoview.dataflow.zset import ZSet
 
 E = TypeVar("E", bound=Hashable)
 

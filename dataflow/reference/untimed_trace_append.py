@@ -21,10 +21,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..time import Time
-from ..trace import Trace
-from ..zset import IndexedZSet, ZSet
-from .trace_append import TraceAppend
+from pomoview.dataflow.operators.trace_append import TraceAppend
+from pomoview.dataflow.time import Time
+from pomoview.dataflow.trace import Trace
+from pomoview.dataflow.zset import IndexedZSet, ZSet
 
 UNTIMED: Time = (0,)
 

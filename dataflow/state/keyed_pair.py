@@ -31,10 +31,18 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
-from .keyed_state import Key, KeyedState, Row
-from .node import EvictCols, Node, StateSummary, group_by_key, matching_keys, project, select_keys
-from .upquery import Upquery, ask_all, grouped, rows
-from .zset import ZSet
+from pomoview.dataflow.node import (
+    EvictCols,
+    Node,
+    StateSummary,
+    group_by_key,
+    matching_keys,
+    project,
+    select_keys,
+)
+from pomoview.dataflow.state.keyed_state import Key, KeyedState, Row
+from pomoview.dataflow.upquery import Upquery, ask_all, grouped, rows
+from pomoview.dataflow.zset import ZSet
 
 
 def _reorder(keys: Iterable[Key], have: tuple[int, ...], want: tuple[int, ...]) -> list[Key]:

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
-from ..keyed_state import Key, Row
-from ..node import Node, Value, active
-from ..time import Time
-from ..upquery import Upquery, rows
-from ..zset import E, ZSet
+from pomoview.dataflow.node import Node, Value, active
+from pomoview.dataflow.state.keyed_state import Key, Row
+from pomoview.dataflow.time import Time
+from pomoview.dataflow.upquery import Upquery, rows
+from pomoview.dataflow.zset import E, ZSet
 
 
 def distinct(zset: ZSet[E]) -> ZSet[E]:

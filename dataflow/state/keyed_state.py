@@ -13,8 +13,8 @@ import itertools
 import sys
 from collections.abc import Iterable, Iterator, Mapping
 
-from .int_set import IntSet, fits
-from .zset import ZSet
+from pomoview.dataflow.state.int_set import IntSet, fits
+from pomoview.dataflow.zset import ZSet
 
 
 def _tuple_bytes(values: tuple[object, ...]) -> int:
