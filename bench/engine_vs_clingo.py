@@ -25,7 +25,7 @@ import clingo
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pomoview.planner.engine import Engine  # noqa: E402
+from pomoview.engine.engine import Engine  # noqa: E402
 
 PROGRAM = """
 source edge(src: int, dst: int).

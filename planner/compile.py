@@ -19,12 +19,12 @@ from pomoview.dataflow.node import Fetch, Filters
 from pomoview.dataflow.operators.reader import Reader
 from pomoview.dataflow.state.keyed_state import Key, Row
 from pomoview.dataflow.zset import ZSet
-
-from . import ast, ra
-from .build import CircuitBuilder
-from .lower import Plan, lower
-from .parse import parse
-from .validate import CheckedProgram, Relation, validate
+from pomoview.planner.builder.circuit_builder import CircuitBuilder
+from pomoview.planner.frontend import ast
+from pomoview.planner.frontend.parse import parse
+from pomoview.planner.frontend.validate import CheckedProgram, Relation, validate
+from pomoview.planner.ir import ra
+from pomoview.planner.ir.lower import Plan, lower
 
 # A user-defined aggregate: the group's distinct argument tuples (sorted) -> a value,
 # or None for "no result" (the rule does not fire for that group).

@@ -8,10 +8,10 @@ as a program error does, and names the limit's flag.
 
 from __future__ import annotations
 
-from pomoview.planner import ast
-from pomoview.planner.errors import Diagnostic, Position, ProgramError
-from pomoview.planner.size import plan_depth, rule_count, widest_rule
-from pomoview.planner.validate import CheckedProgram
+from pomoview.planner.frontend import ast
+from pomoview.planner.frontend.errors import Diagnostic, Position, ProgramError
+from pomoview.planner.frontend.size import plan_depth, rule_count, widest_rule
+from pomoview.planner.frontend.validate import CheckedProgram
 from pomoview.server.errors import ResourceExhausted
 from pomoview.server.limits.requests import Limits
 

@@ -17,7 +17,7 @@ from pomoview.dataflow.node import Fetch, FetchPending, FetchRequest, Filters, m
 from pomoview.dataflow.state.int_set import IntSet
 from pomoview.dataflow.state.keyed_state import Key, PackedRows, Row, RowLayout
 from pomoview.planner.compile import CompiledProgram
-from pomoview.planner.validate import Relation
+from pomoview.planner.frontend.validate import Relation
 from pomoview.server.errors import DeadlineExceeded, InvalidArgument, NotFound, OutOfRange, Unavailable
 from pomoview.server.reads.subscriptions import Subscription
 from pomoview.server.reads.upquery_jobs import Ticket

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from pomoview.dataflow.introspect import NodeInfo
 from pomoview.planner.compile import CompiledProgram, ProgramGraph, compile_program
-from pomoview.planner.errors import ProgramError
+from pomoview.planner.frontend.errors import ProgramError
 from pomoview.server.disk.fileio import OS_FILES, FileIO
 from pomoview.server.disk.fsync import fsync_path
 from pomoview.server.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable, Unimplemented

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from pomoview.planner.cid import is_cid
+from pomoview.planner.frontend.cid import is_cid
 from pomoview.server.errors import InvalidArgument
 from pomoview.server.types import SourceSchema, Tuple_, Value
 

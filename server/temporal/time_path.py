@@ -20,7 +20,7 @@ from pomoview.dataflow.node import Fetch, Filters
 from pomoview.dataflow.state.keyed_state import Key, Row
 from pomoview.dataflow.zset import ZSet
 from pomoview.planner.compile import CompiledProgram
-from pomoview.planner.errors import Diagnostic, ProgramError
+from pomoview.planner.frontend.errors import Diagnostic, ProgramError
 from pomoview.server.errors import FailedPrecondition, Unavailable
 from pomoview.server.scheduler.scheduler_state import SchedulerState
 from pomoview.server.temporal.time_state import Checkpoint, TimeState, program_digest, uses_time

@@ -40,7 +40,7 @@ from pomoview.dataflow.node import Fetch, Filters, matches, project
 from pomoview.dataflow.state.keyed_state import Key, Row
 from pomoview.dataflow.zset import ZSet
 from pomoview.planner.compile import CompiledProgram
-from pomoview.planner.lower import next_name
+from pomoview.planner.ir.lower import next_name
 from pomoview.server.disk.fsync import fsync_path
 from pomoview.server.types import LoggedBatch
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from pomoview.client import Cid, Client, InvalidArgument
-from pomoview.planner.cid import cid
+from pomoview.planner.frontend.cid import cid
 
 from .server_process import ServerProcess, wait_for_flush
 

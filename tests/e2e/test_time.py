@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 
 from pomoview.client import Client, PomoviewError
-from pomoview.planner.engine import Engine
+from pomoview.engine.engine import Engine
 
 from .server_process import ServerProcess, wait_for_flush
 from .time_programs import CHECKBOX, DOMAIN, Epoch, random_epoch

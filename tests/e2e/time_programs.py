@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from pomoview.planner.engine import Engine
+from pomoview.engine.engine import Engine
 
 # pomo_logic §2.1's checkbox, with the initial state as an event (tests/planner/
 # test_spec_examples.py says why) and a view to look it up by.

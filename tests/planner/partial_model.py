@@ -21,9 +21,9 @@ from pomoview.dataflow.operators.source_index import SourceIndex
 from pomoview.dataflow.state.keyed_pair import KeyedPair
 from pomoview.dataflow.state.keyed_state import Key, Row
 from pomoview.dataflow.zset import ZSet
-from pomoview.planner.build import CircuitBuilder
+from pomoview.planner.builder.circuit_builder import CircuitBuilder
 from pomoview.planner.compile import CompiledProgram, ProgramGraph
-from pomoview.planner.provenance import Keyed
+from pomoview.planner.ir.provenance import Keyed
 
 
 @dataclass

@@ -637,7 +637,7 @@ def batch_text(batch: Batch) -> str:
 
 def tuple_cid(program: Program, relation: str, row: tuple) -> str:
     """The tuple's CID: the planner's `cid` (whose encoding is BACK's to define) of its pairs."""
-    from pomoview.planner.cid import cid
+    from pomoview.planner.frontend.cid import cid
 
     return cid(relation, list(zip(program.attributes(relation), row, strict=True)))
 

@@ -12,8 +12,8 @@ from collections.abc import Callable
 
 import pytest
 
-from pomoview.planner.engine import Engine
-from pomoview.planner.errors import ProgramError
+from pomoview.engine.engine import Engine
+from pomoview.planner.frontend.errors import ProgramError
 
 Edge = tuple[int, int]
 
@@ -426,7 +426,7 @@ orphan(product: P) :- product(name: P, category: C), !named(id: C).
 def test_content_ids_join_and_negate() -> None:
     """A cid column joined with `C := atom`, looked up by the cid itself (the key cannot
     pass through the hash: full below) and by another column (partial through it)."""
-    from pomoview.planner.cid import cid
+    from pomoview.planner.frontend.cid import cid
 
     def c(name: str) -> str:
         return cid("category", [("name", name)])
@@ -522,7 +522,7 @@ def test_a_recursion_past_its_iteration_bound_raises_and_the_engine_recovers(
     long chain overrun it. The write raises, is applied to the sources, and every other
     relation reads correctly afterwards."""
     from pomoview.dataflow.operators.child import Child, FixedPointNotReached
-    from pomoview.planner import build
+    from pomoview.planner.builder import circuit_builder as build
 
     monkeypatch.setattr(build, "Child", lambda outputs, mode: Child(outputs, mode=mode, max_iterations=8))
     engine = Engine(

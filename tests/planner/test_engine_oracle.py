@@ -45,7 +45,7 @@ from typing import Protocol
 
 import pytest
 
-from pomoview.planner.errors import ProgramError
+from pomoview.planner.frontend.errors import ProgramError
 
 sys.path.insert(0, str(Path(__file__).parent))  # random_programs.py lives next to this file
 from random_programs import (  # noqa: E402
@@ -101,7 +101,7 @@ EngineFactory = Callable[[str, str], EngineLike]  # (text, filename) -> engine
 
 
 def real_engine(text: str, filename: str) -> EngineLike:
-    from pomoview.planner.engine import Engine
+    from pomoview.engine.engine import Engine
 
     return Engine(text, filename=filename)
 

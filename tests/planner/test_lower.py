@@ -3,8 +3,8 @@ the Engine and against clingo; these pin the plan each pass produces)."""
 
 from __future__ import annotations
 
-from pomoview.planner import ra
 from pomoview.planner.compile import compile_program
+from pomoview.planner.ir import ra
 
 DECLS = """
 source a(x: int, y: int).

@@ -14,9 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pomoview.planner.compile import compile_program
-from pomoview.planner.errors import ProgramError, source_lines
-from pomoview.planner.parse import parse
-from pomoview.planner.validate import CheckedProgram, validate
+from pomoview.planner.frontend.errors import ProgramError, source_lines
+from pomoview.planner.frontend.parse import parse
+from pomoview.planner.frontend.validate import CheckedProgram, validate
 
 LIMIT = 2.0  # seconds per case: nothing may hang
 

@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pomoview.planner import ast
 from pomoview.planner.compile import compile_program
-from pomoview.planner.errors import Position, ProgramError
-from pomoview.planner.parse import parse
+from pomoview.planner.frontend import ast
+from pomoview.planner.frontend.errors import Position, ProgramError
+from pomoview.planner.frontend.parse import parse
 
 VOTES = (Path(__file__).parents[2] / "examples" / "votes.pomo").read_text()
 

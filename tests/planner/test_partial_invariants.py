@@ -39,7 +39,7 @@ from web_programs import generate_web  # noqa: E402
 from pomoview.dataflow.operators.union import Union  # noqa: E402
 from pomoview.dataflow.state.keyed_pair import KeyedPair  # noqa: E402
 from pomoview.planner.compile import compile_program  # noqa: E402
-from pomoview.planner.errors import ProgramError  # noqa: E402
+from pomoview.planner.frontend.errors import ProgramError  # noqa: E402
 
 WEB = """
 source a(x: int, y: int).

@@ -9,7 +9,7 @@ import random
 import pytest
 
 from pomoview.dataflow.introspect import NodeInfo
-from pomoview.planner.engine import Engine
+from pomoview.engine.engine import Engine
 
 SCHEMA = """
 source story(id: int, author_id: int, title: string).

@@ -3,9 +3,9 @@ and where there is none. Pure: no circuits are built."""
 
 from __future__ import annotations
 
-from pomoview.planner import ra
 from pomoview.planner.compile import compile_program
-from pomoview.planner.provenance import Keyed, Provenance
+from pomoview.planner.ir import ra
+from pomoview.planner.ir.provenance import Keyed, Provenance
 
 SCHEMA = """
 source story(id: int, author_id: int, title: string).

@@ -36,9 +36,9 @@ import sys
 
 import pytest
 
-from pomoview.planner.cid import cid, encode_tuple
-from pomoview.planner.engine import Engine
-from pomoview.planner.errors import ProgramError
+from pomoview.engine.engine import Engine
+from pomoview.planner.frontend.cid import cid, encode_tuple
+from pomoview.planner.frontend.errors import ProgramError
 
 
 def rows(relation: str, attrs: tuple[str, ...], tuples: list[tuple]) -> dict[str, list[dict[str, object]]]:
@@ -403,7 +403,7 @@ def test_cids_are_deterministic_and_typed() -> None:
     assert len(variants) == 5
     assert cid("r", [("a", 1)]) != cid("s", [("a", 1)])
     # the same on another run, whatever its hash seed
-    code = "from pomoview.planner.cid import cid; print(cid('r', [('b', 1), ('a', 'x')]))"
+    code = "from pomoview.planner.frontend.cid import cid; print(cid('r', [('b', 1), ('a', 'x')]))"
     other = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,

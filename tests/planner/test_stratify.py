@@ -8,10 +8,10 @@ import time
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pomoview.planner.errors import Position
-from pomoview.planner.parse import parse
-from pomoview.planner.stratify import Edge, Stratum, components, stratify
-from pomoview.planner.validate import validate
+from pomoview.planner.frontend.errors import Position
+from pomoview.planner.frontend.parse import parse
+from pomoview.planner.frontend.stratify import Edge, Stratum, components, stratify
+from pomoview.planner.frontend.validate import validate
 
 P = Position(1, 1)
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from pomoview.planner import ast
 from pomoview.planner.compile import compile_program
-from pomoview.planner.errors import ProgramError
-from pomoview.planner.parse import parse
-from pomoview.planner.validate import CheckedProgram, validate
+from pomoview.planner.frontend import ast
+from pomoview.planner.frontend.errors import ProgramError
+from pomoview.planner.frontend.parse import parse
+from pomoview.planner.frontend.validate import CheckedProgram, validate
 
 H = "source r(a: int, b: string).\nsource s(a: int, n: int).\n"  # lines 1-2
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from pomoview.client import messages
-from pomoview.planner.engine import Engine
+from pomoview.engine.engine import Engine
 from pomoview.proto.pomoview.v1 import view_service_pb2 as pb
 from pomoview.server.api.service import node_message
 from pomoview.server.cli import explain

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pomoview.planner.compile import compile_program
-from pomoview.planner.size import plan_depth
+from pomoview.planner.frontend.size import plan_depth
 from pomoview.server.errors import ResourceExhausted
 from pomoview.server.limits import programs as program_limits
 from pomoview.server.limits.requests import LIMITS, LimitConfigError, Limits

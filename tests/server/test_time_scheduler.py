@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from pomoview.planner.engine import Engine
+from pomoview.engine.engine import Engine
 from pomoview.server.errors import FailedPrecondition
 from pomoview.server.scheduler.scheduler import Scheduler
 from pomoview.server.temporal.time_state import Checkpoint

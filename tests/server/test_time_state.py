@@ -13,8 +13,8 @@ import pytest
 
 from pomoview.dataflow.node import Filters
 from pomoview.dataflow.state.keyed_state import Key, Row
+from pomoview.engine.engine import Engine
 from pomoview.planner.compile import compile_program
-from pomoview.planner.engine import Engine
 from pomoview.server.scheduler.scheduler import Scheduler
 from pomoview.server.temporal.time_state import Checkpoint, TimeState
 from pomoview.server.types import LoggedBatch, SourceChange

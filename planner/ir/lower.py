@@ -29,8 +29,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
-from . import ast, ra
-from .validate import CheckedProgram
+from pomoview.planner.frontend import ast
+from pomoview.planner.frontend.validate import CheckedProgram
+from pomoview.planner.ir import ra
 
 
 def next_name(relation: str) -> str:

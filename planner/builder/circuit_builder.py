@@ -51,11 +51,10 @@ from pomoview.dataflow.operators.unit import Unit
 from pomoview.dataflow.operators.z1_trace import Z1Trace
 from pomoview.dataflow.state.aggregates import NO_VALUE, UserAggregate, make
 from pomoview.dataflow.state.keyed_state import Row
-
-from . import ra
-from .cid import cid
-from .provenance import Key, Keyed, Provenance
-from .validate import Relation
+from pomoview.planner.frontend.cid import cid
+from pomoview.planner.frontend.validate import Relation
+from pomoview.planner.ir import ra
+from pomoview.planner.ir.provenance import Key, Keyed, Provenance
 
 UserFunction = Callable[[list[tuple[Any, ...]]], object]
 

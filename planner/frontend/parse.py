@@ -16,8 +16,8 @@ from lark.exceptions import (
     VisitError,
 )
 
-from . import ast
-from .errors import Diagnostic, Position, ProgramError, source_lines
+from pomoview.planner.frontend import ast
+from pomoview.planner.frontend.errors import Diagnostic, Position, ProgramError, source_lines
 
 GRAMMAR = Path(__file__).with_name("grammar.lark")
 INT_MIN, INT_MAX = -(2**63), 2**63 - 1

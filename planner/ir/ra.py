@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
-from .ast import Constant
+from pomoview.planner.frontend.ast import Constant
 
 CID_COLUMN = "$CID"
 

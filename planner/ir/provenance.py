@@ -44,7 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import ra
+from pomoview.planner.ir import ra
 
 Key = tuple[str, ...] | None  # column names the node below upqueries by; None = full
 

@@ -30,7 +30,7 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from .errors import Position
+from pomoview.planner.frontend.errors import Position
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import ast
-from .errors import Position
-from .validate import CheckedProgram
+from pomoview.planner.frontend import ast
+from pomoview.planner.frontend.errors import Position
+from pomoview.planner.frontend.validate import CheckedProgram
 
 
 @dataclass(frozen=True)

@@ -29,9 +29,9 @@ from collections import deque
 from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 
-from . import ast
-from .errors import ErrorSink, Position
-from .stratify import Edge, Stratum, stratify
+from pomoview.planner.frontend import ast
+from pomoview.planner.frontend.errors import ErrorSink, Position
+from pomoview.planner.frontend.stratify import Edge, Stratum, stratify
 
 TYPES = ("int", "float", "string", "bool", "bytes", "cid")
 AGGREGATES = {"count": 0, "sum": 1, "min": 1, "max": 1}

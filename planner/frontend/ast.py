@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .errors import Position
+from pomoview.planner.frontend.errors import Position
 
 Constant = int | float | str | bool
 

@@ -28,10 +28,9 @@ from pomoview.dataflow.circuit import Circuit
 from pomoview.dataflow.node import Filters, matches, project
 from pomoview.dataflow.state.keyed_state import Key, Row
 from pomoview.dataflow.zset import ZSet
-
-from .compile import AggregateFunction, CompiledProgram, ProgramGraph, compile_program
-from .lower import next_name
-from .validate import Relation
+from pomoview.planner.compile import AggregateFunction, CompiledProgram, ProgramGraph, compile_program
+from pomoview.planner.frontend.validate import Relation
+from pomoview.planner.ir.lower import next_name
 
 _EMPTY: Mapping[str, Iterable[Mapping[str, object]]] = {}
 
