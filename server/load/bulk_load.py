@@ -51,13 +51,12 @@ from pyspark.sql import functions as F
 from pomoview.server.errors import FailedPrecondition, InvalidArgument, ServiceError, Unavailable
 from pomoview.server.load.files import FileKey, InputFiles, Stamp, file_key
 from pomoview.server.load.formats import (
-    _SPARK_NAMES,
-    _col,
     check_path,
     csv_options,
     csv_rows,
     display_path,
     fail_at_errors,
+    fail_where,
     jsonl_rows,
     parquet_fast,
     parquet_frame,
@@ -449,11 +448,7 @@ class LoadJob:
             | (F.col("_size") != F.col("_want_size"))
             | (F.col("_mtime") != F.col("_want_mtime"))
         )
-        attrs = [a for a, _ in schema]
-        first = F.when(bad_row, F.raise_error(F.lit(CHANGED_MARKER))).otherwise(_col(attrs[0]))
-        rows = guarded.select(
-            first.cast(_SPARK_NAMES[schema[0][1]]).alias(attrs[0]), *(_col(a) for a in attrs[1:])
-        )
+        rows = fail_where(guarded, bad_row, schema, CHANGED_MARKER)
         return Prepared(rows=rows, count=self.rows, path=path)
 
     def _changed(self, path: str) -> FailedPrecondition:

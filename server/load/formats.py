@@ -39,6 +39,7 @@ from pyspark.sql.types import (
 )
 
 from pomoview.server.errors import InvalidArgument
+from pomoview.server.spark.columns import column
 from pomoview.server.types import SourceSchema
 
 FORMATS = ("csv", "parquet", "jsonl")
@@ -135,10 +136,6 @@ def display_path(file: str) -> str:
     if parts.scheme == "file":
         return url2pathname(unquote(parts.path))
     return file
-
-
-def _col(name: str) -> Column:
-    return F.col("`" + name.replace("`", "``") + "`")
 
 
 def _first(*errors: Column) -> Column:
@@ -370,9 +367,9 @@ def parquet_frame(spark: SparkSession, path: str, schema: SourceSchema) -> DataF
 def parquet_rows(spark: SparkSession, path: str, schema: SourceSchema) -> DataFrame:
     """The rows of the Parquet file(s) at `path`, numbered, with their first error."""
     df = parquet_frame(spark, path, schema)
-    errors = [F.when(_col(a).isNull(), _error("null", a, None)) for a, _ in schema]
+    errors = [F.when(column(a).isNull(), _error("null", a, None)) for a, _ in schema]
     return df.select(
-        *(_col(a).cast(_SPARK_NAMES[t]).alias(a) for a, t in schema),
+        *(column(a).cast(_SPARK_NAMES[t]).alias(a) for a, t in schema),
         F.col("_metadata.file_path").alias("_file"),
         (F.col("_metadata.row_index") + 1).alias("_line"),
         F.col("_metadata.file_size").alias("_size"),
@@ -390,10 +387,10 @@ def parquet_fast(df: DataFrame, schema: SourceSchema, marker: str) -> DataFrame:
     plain copy does."""
     fields = {f.name: f for f in df.schema.fields}
     values = [
-        _col(a) if fields[a].dataType.simpleString() == _SPARK_NAMES[t] else _col(a).cast(_SPARK_NAMES[t])
+        column(a) if fields[a].dataType.simpleString() == _SPARK_NAMES[t] else column(a).cast(_SPARK_NAMES[t])
         for a, t in schema
     ]
-    nullable = [_col(a).isNull() for a, _ in schema if fields[a].nullable]
+    nullable = [column(a).isNull() for a, _ in schema if fields[a].nullable]
     if nullable:
         bad = nullable[0]
         for other in nullable[1:]:
@@ -406,10 +403,16 @@ def parquet_fast(df: DataFrame, schema: SourceSchema, marker: str) -> DataFrame:
 def fail_at_errors(checked: DataFrame, schema: SourceSchema, marker: str) -> DataFrame:
     """The source's attributes of a text format's typed rows, failing the job (`raise_error`
     with `marker`) at the first row with an error."""
+    return fail_where(checked, F.col("_error").isNotNull(), schema, marker)
+
+
+def fail_where(rows: DataFrame, bad: Column, schema: SourceSchema, marker: str) -> DataFrame:
+    """The source's attributes of `rows`, typed as the store keeps them, failing the job
+    (`raise_error` with `marker`) at the first row where `bad` holds."""
     attrs = [a for a, _ in schema]
-    first = F.when(F.col("_error").isNotNull(), F.raise_error(F.lit(marker))).otherwise(_col(attrs[0]))
-    return checked.select(
-        first.cast(_SPARK_NAMES[schema[0][1]]).alias(attrs[0]), *(_col(a) for a in attrs[1:])
+    first = F.when(bad, F.raise_error(F.lit(marker))).otherwise(column(attrs[0]))
+    return rows.select(
+        first.cast(_SPARK_NAMES[schema[0][1]]).alias(attrs[0]), *(column(a) for a in attrs[1:])
     )
 
 

@@ -12,18 +12,18 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import ByteType
 
+from pomoview.server.spark.columns import column
 from pomoview.server.store.fetch import StoreReads
 from pomoview.server.store.layout import (
-    _PART_PREFIX,
-    _READ_OPTIONS,
+    PART_PREFIX,
+    READ_OPTIONS,
+    Part,
     Pin,
-    _col,
-    _Part,
-    _read_struct,
-    _Snapshot,
-    _SourceState,
+    Snapshot,
+    SourceState,
 )
 from pomoview.server.store.manifest import StoreManifest
+from pomoview.server.store.schema import part_file_struct
 from pomoview.server.types import SourceSchema
 
 
@@ -38,13 +38,13 @@ class StoreCompaction(StoreManifest, StoreReads):
     def pinned(self) -> AbstractContextManager[Pin]:
         raise NotImplementedError
 
-    def _cluster_for(self, source: str, state: _SourceState) -> tuple[str, ...]:
+    def _cluster_for(self, source: str, state: SourceState) -> tuple[str, ...]:
         raise NotImplementedError
 
-    def _persisted(self, source: str, state: _SourceState) -> tuple[str, ...] | None:
+    def _persisted(self, source: str, state: SourceState) -> tuple[str, ...] | None:
         raise NotImplementedError
 
-    def _bucket_count(self, state: _SourceState, rows: int | None) -> int:
+    def _bucket_count(self, state: SourceState, rows: int | None) -> int:
         raise NotImplementedError
 
     def _collect_garbage(self) -> None:
@@ -65,10 +65,10 @@ class StoreCompaction(StoreManifest, StoreReads):
         inserts_only: bool = False,
         kind: str,
         what: str,
-    ) -> _Part | None:
+    ) -> Part | None:
         raise NotImplementedError
 
-    def _publish_written(self, snapshot: _Snapshot, what: str) -> None:
+    def _publish_written(self, snapshot: Snapshot, what: str) -> None:
         raise NotImplementedError
 
     def compaction_candidates(self, min_parts: int) -> list[str]:
@@ -104,19 +104,19 @@ class StoreCompaction(StoreManifest, StoreReads):
                 )
                 buckets = self._bucket_count(state, rows)
                 spark = self._session()
-                attrs = [_col(a) for a, _ in state.schema]
+                attrs = [column(a) for a, _ in state.schema]
                 ops = (
-                    spark.read.schema(_read_struct(state.schema))
-                    .options(**_READ_OPTIONS)
+                    spark.read.schema(part_file_struct(state.schema))
+                    .options(**READ_OPTIONS)
                     .parquet(*(p for part in old for p in self._paths(source, part)))
-                    .select(*attrs, _col("_epoch"), _col("_op"))
+                    .select(*attrs, column("_epoch"), column("_op"))
                 )
                 # Hash partitioning by the clustering columns is Spark's `pmod(hash(...), n)`:
                 # Spark partition i is bucket i, and it satisfies the grouping by all attributes.
-                ops = ops.repartition(buckets, *(_col(c) for c in cluster)) if cluster else ops.coalesce(1)
+                ops = ops.repartition(buckets, *(column(c) for c in cluster)) if cluster else ops.coalesce(1)
                 latest = (
                     ops.groupBy(*attrs)
-                    .agg(F.max(F.struct(_col("_epoch"), _col("_op"))).alias("_latest"))
+                    .agg(F.max(F.struct(column("_epoch"), column("_op"))).alias("_latest"))
                     .where(F.col("_latest._op") == 1)
                     .select(
                         *attrs,
@@ -125,7 +125,7 @@ class StoreCompaction(StoreManifest, StoreReads):
                     )
                 )
                 epochs = (old[0].epochs[0], old[-1].epochs[1])
-                name = f"{_PART_PREFIX}{epochs[0]:020d}-{epochs[1]:020d}-c{uuid.uuid4().hex[:8]}"
+                name = f"{PART_PREFIX}{epochs[0]:020d}-{epochs[1]:020d}-c{uuid.uuid4().hex[:8]}"
                 part = self._write_part(
                     source,
                     name,
@@ -152,7 +152,7 @@ class StoreCompaction(StoreManifest, StoreReads):
                     cluster=self._persisted(source, now),
                 )
                 self._publish_written(
-                    _Snapshot(version=current.version, sources=sources), f"the compaction of {source!r}"
+                    Snapshot(version=current.version, sources=sources), f"the compaction of {source!r}"
                 )
                 with self._lock:
                     self._retired.update((source, p.name) for p in old)

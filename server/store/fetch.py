@@ -9,7 +9,6 @@ import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -19,74 +18,24 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from pomoview.server.spark.columns import column, quoted
 from pomoview.server.spark.deadline import READ_SETTING, SparkTimeouts, deadline, stall_for_tests
+from pomoview.server.store.bucket_hash import bucket_of
 from pomoview.server.store.fs import StoreFS
+from pomoview.server.store.key_filter import keys_sql, sql_literal
 from pomoview.server.store.layout import (
-    _LISTING_THRESHOLD,
-    _OR_LIMIT,
-    _PUSH_LIMIT,
-    _READ_OPTIONS,
-    _SPARK_TYPES,
+    LISTING_THRESHOLD,
+    OR_LIMIT,
+    PUSH_LIMIT,
+    READ_OPTIONS,
+    Part,
     Pin,
-    _bucket_of,
-    _col,
-    _ident,
-    _keys_sql,
-    _latest,
-    _Part,
-    _read_struct,
-    _Snapshot,
-    _SourceState,
-    _sql_literal,
-    _to_spark,
+    Snapshot,
+    SourceState,
 )
-from pomoview.server.types import SourceSchema, Tuple_, Value
-
-
-def latest_of_table(table: pa.Table, schema: SourceSchema) -> list[Tuple_]:
-    """`_latest` over an Arrow table of operations (attributes..., _epoch, _op): the tuples
-    whose latest operation inserts, deduplicated by Arrow's hash grouping. Float attributes
-    take the row path, where every NaN is one value (as it is to Spark)."""
-    present = latest_columns(table, schema)
-    if present is None:
-        rows = list(zip(*(c.to_pylist() for c in table.columns), strict=True))
-        return _latest(rows, schema)
-    return list(zip(*(c.to_pylist() for c in present.columns), strict=True))
-
-
-def latest_columns(table: pa.Table, schema: SourceSchema, *, dedupe: bool = True) -> pa.Table | None:
-    """The present tuples as an Arrow table of the attributes (columns `c0`, `c1`, ...), or
-    None when Arrow cannot decide it (a float attribute: NaN; no attribute). Without
-    `dedupe`, a tuple inserted more than once (and never deleted) may appear more than once:
-    the caller removes repeats itself (a sort does it for free)."""
-    width = len(schema)
-    if width == 0 or any(t == "float" for _, t in schema):
-        return None
-    # Positional names: an attribute may be called anything but the store's own columns.
-    names = [f"c{i}" for i in range(width)]
-    table = table.rename_columns([*names, "_epoch", "_op"])
-    if table.num_rows > 1:
-        if pc.all(pc.equal(table.column("_op"), 1)).as_py():
-            if not dedupe:
-                return table.select(names)
-            return table.select(names).group_by(names, use_threads=False).aggregate([])
-        # The latest operation of a tuple: the largest (epoch, op), an insert winning a
-        # tie (as in `_latest`), as one number; it inserts iff its low bits say +1.
-        stamp = pc.add(
-            pc.multiply(table.column("_epoch"), 4), pc.add(table.column("_op").cast(pa.int64()), 1)
-        )
-        grouped = (
-            table.select(names)
-            .append_column("_stamp", stamp)
-            .group_by(names, use_threads=False)
-            .aggregate([("_stamp", "max")])
-        )
-        keep = grouped.filter(pc.equal(pc.bit_wise_and(grouped.column("_stamp_max"), 3), 2))
-        return keep.select(names)
-    if table.num_rows == 1 and table.column("_op")[0].as_py() != 1:
-        return table.select(names).slice(0, 0)
-    return table.select(names)
-
+from pomoview.server.store.presence import latest_columns, latest_of_table
+from pomoview.server.store.schema import SPARK_TYPES, part_file_struct, to_spark
+from pomoview.server.types import Tuple_, Value
 
 # A keyed fetch reads a few thousand rows: whole-stage code generation compiles a new class
 # for each fetch (its keys are literals in the generated code), which cost more than the
@@ -116,7 +65,7 @@ class StoreReads:
         raise NotImplementedError
 
     @staticmethod
-    def _state(snapshot: _Snapshot, source: str) -> _SourceState:
+    def _state(snapshot: Snapshot, source: str) -> SourceState:
         state = snapshot.sources.get(source)
         if state is None:
             raise KeyError(f"source {source!r} is not registered in the store")
@@ -207,7 +156,7 @@ class StoreReads:
         the files the fetch reads."""
         return self._frame(self._pinned_snapshot(at), source, tuple(columns), keys, filters or {})
 
-    def _pinned_snapshot(self, pin: Pin) -> _Snapshot:
+    def _pinned_snapshot(self, pin: Pin) -> Snapshot:
         with self._lock:
             if pin not in self._pins:
                 raise ValueError("fetch at a snapshot that is not pinned")
@@ -215,7 +164,7 @@ class StoreReads:
 
     def _frame(
         self,
-        snapshot: _Snapshot,
+        snapshot: Snapshot,
         source: str,
         columns: tuple[str, ...],
         keys: Collection[tuple[Value, ...]],
@@ -231,22 +180,22 @@ class StoreReads:
                 raise KeyError(f"source {source!r} has no attribute {c!r}")
         key_list = list(
             dict.fromkeys(
-                tuple(_to_spark(v, types[c]) for v, c in zip(k, columns, strict=True)) for k in keys
+                tuple(to_spark(v, types[c]) for v, c in zip(k, columns, strict=True)) for k in keys
             )
         )
-        fixed = {a: _to_spark(v, types[a]) for a, v in filters.items()}
+        fixed = {a: to_spark(v, types[a]) for a, v in filters.items()}
         if columns and state.cluster is None:
             with self._lock:
                 self._learned.setdefault(source, columns)
         if not state.parts or not key_list:
             return None
         spark = self._fetch_session()
-        many = len(key_list) > (_PUSH_LIMIT if len(columns) == 1 else _OR_LIMIT)
+        many = len(key_list) > (PUSH_LIMIT if len(columns) == 1 else OR_LIMIT)
         position = {c: i for i, c in enumerate(columns)}
         # Parts bucketed alike, by columns the fetch fixes, are read together, bucket by bucket.
         # A compacted part is read alone: it holds one insert per present tuple, so its
         # `_epoch` and `_op` need not be read (any epoch of its own sorts before later parts').
-        layouts: dict[tuple[tuple[tuple[str, ...], int] | None, int | None], list[_Part]] = {}
+        layouts: dict[tuple[tuple[tuple[str, ...], int] | None, int | None], list[Part]] = {}
         for part in state.parts:
             covered = bool(part.cluster) and all(c in position or c in fixed for c in part.cluster)
             layout = (part.cluster, part.buckets) if covered else None
@@ -257,13 +206,13 @@ class StoreReads:
             if layout is None:
                 paths = [p for part in parts for p in self._paths(source, part)]
                 if columns and not many:
-                    condition = _keys_sql(columns, key_list, types)
+                    condition = keys_sql(columns, key_list, types)
             else:
                 cluster, buckets = layout
                 by_bucket: dict[int, list[tuple[Value, ...]]] = {}
                 for key in key_list:
                     values = [key[position[c]] if c in position else fixed[c] for c in cluster]
-                    by_bucket.setdefault(_bucket_of(values, buckets), []).append(key)
+                    by_bucket.setdefault(bucket_of(values, buckets), []).append(key)
                 paths = [p for part in parts for p in self._paths(source, part, by_bucket)]
                 if not many and columns:
                     # Each file holds one bucket, and only the keys' buckets are read, so the
@@ -272,22 +221,22 @@ class StoreReads:
                     # One IN list, not an OR of one per bucket: a smaller expression to plan
                     # and evaluate (measured: 0.57 -> 0.31 s for two 93-key jobs at once,
                     # with `_FETCH_CONF`).
-                    condition = _keys_sql(columns, key_list, types)
+                    condition = keys_sql(columns, key_list, types)
             if not paths:
                 continue
-            df = spark.read.schema(_read_struct(state.schema)).options(**_READ_OPTIONS).parquet(*paths)
+            df = spark.read.schema(part_file_struct(state.schema)).options(**READ_OPTIONS).parquet(*paths)
             for a, v in fixed.items():
-                df = df.where(F.expr(f"{_ident(a)} = {_sql_literal(v, types[a])}"))
+                df = df.where(F.expr(f"{quoted(a)} = {sql_literal(v, types[a])}"))
             if condition is not None:
                 df = df.where(F.expr(condition))
             if compacted_through is None:
-                stamp = [_col("_epoch"), _col("_op")]
+                stamp = [column("_epoch"), column("_op")]
             else:
                 stamp = [
                     F.lit(compacted_through).cast(LongType()).alias("_epoch"),
                     F.lit(1).cast(ByteType()).alias("_op"),
                 ]
-            frames.append(df.select(*(_col(a) for a, _ in state.schema), *(stamp if stamps else ())))
+            frames.append(df.select(*(column(a) for a, _ in state.schema), *(stamp if stamps else ())))
         if not frames:
             return None
         df = functools.reduce(DataFrame.unionAll, frames)
@@ -297,7 +246,7 @@ class StoreReads:
                 key_list,
                 schema=StructType(
                     [
-                        StructField(k, _SPARK_TYPES[types[c]](), nullable=False)
+                        StructField(k, SPARK_TYPES[types[c]](), nullable=False)
                         for k, c in zip(names, columns, strict=True)
                     ]
                 ),
@@ -308,7 +257,7 @@ class StoreReads:
             df = df.join(F.broadcast(key_df), on=condition_col, how="left_semi")
         return stall_for_tests(df, "fetch")
 
-    def _paths(self, source: str, part: _Part, buckets: Collection[int] | None = None) -> list[str]:
+    def _paths(self, source: str, part: Part, buckets: Collection[int] | None = None) -> list[str]:
         folder = self._fs.join(self._root, source, part.name)
         return [
             self._fs.spark_path(self._fs.join(folder, f))
@@ -319,9 +268,9 @@ class StoreReads:
     def _session(self) -> SparkSession:
         spark = self._spark()
         if self._configured is not spark:
-            # Session settings the store's reads rely on (see `_PUSH_LIMIT`, `_LISTING_THRESHOLD`).
-            spark.conf.set("spark.sql.parquet.pushdown.inFilterThreshold", str(_PUSH_LIMIT))
-            spark.conf.set("spark.sql.sources.parallelPartitionDiscovery.threshold", str(_LISTING_THRESHOLD))
+            # Session settings the store's reads rely on (see `PUSH_LIMIT`, `LISTING_THRESHOLD`).
+            spark.conf.set("spark.sql.parquet.pushdown.inFilterThreshold", str(PUSH_LIMIT))
+            spark.conf.set("spark.sql.sources.parallelPartitionDiscovery.threshold", str(LISTING_THRESHOLD))
             self._configured = spark
         return spark
 
@@ -334,8 +283,8 @@ class StoreReads:
                 session = spark.newSession()
                 for key, value in {
                     **_FETCH_CONF,
-                    "spark.sql.parquet.pushdown.inFilterThreshold": str(_PUSH_LIMIT),
-                    "spark.sql.sources.parallelPartitionDiscovery.threshold": str(_LISTING_THRESHOLD),
+                    "spark.sql.parquet.pushdown.inFilterThreshold": str(PUSH_LIMIT),
+                    "spark.sql.sources.parallelPartitionDiscovery.threshold": str(LISTING_THRESHOLD),
                 }.items():
                     session.conf.set(key, value)
                 self._fetch_base, self._fetch_spark = spark, session

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 
 from pomoview.server.store.fs import StoreFS
-from pomoview.server.store.layout import _BUCKET_DIR
+from pomoview.server.store.layout import BUCKET_DIR_COLUMN
 
 
 def _file_name(bucket: int, i: int) -> str:
@@ -35,10 +35,10 @@ def flatten_partitions(fs: StoreFS, tmp: str, buckets: int) -> tuple[tuple[int, 
 
 
 def flatten_bucket_dirs(fs: StoreFS, tmp: str) -> tuple[tuple[int, str], ...]:
-    """For a write partitioned by `_BUCKET_DIR`: the files under `<_BUCKET_DIR>=<b>/` move up
+    """For a write partitioned by `BUCKET_DIR_COLUMN`: the files under `<BUCKET_DIR_COLUMN>=<b>/` move up
     as bucket b's. Returns (bucket, file name) pairs, sorted."""
     files: list[tuple[int, str]] = []
-    prefix = _BUCKET_DIR + "="
+    prefix = BUCKET_DIR_COLUMN + "="
     for entry in fs.list_dir(tmp):
         path = fs.join(tmp, entry.name)
         if entry.is_dir and entry.name.startswith(prefix):

@@ -6,17 +6,11 @@ from __future__ import annotations
 
 import errno
 import threading
+from typing import Any
 
 from pomoview.server.spark.session import spark_error_reason
-from pomoview.server.store.fs import StoreFS
-from pomoview.server.store.layout import (
-    _PART_PREFIX,
-    _TMP_PREFIX,
-    _Part,
-    _part_doc,
-    _Snapshot,
-    _SourceState,
-)
+from pomoview.server.store.fs import TMP_PREFIX, StoreFS
+from pomoview.server.store.layout import PART_PREFIX, Part, Snapshot, SourceState
 
 
 class StoreWriteError(Exception):
@@ -50,16 +44,16 @@ class StoreManifest:
     _root: str
     _buckets: int
     _lock: threading.Lock
-    _snapshot: _Snapshot
+    _snapshot: Snapshot
 
-    def _current(self) -> _Snapshot:
+    def _current(self) -> Snapshot:
         with self._lock:
             return self._snapshot
 
-    def _read_manifest(self) -> _Snapshot:
+    def _read_manifest(self) -> Snapshot:
         doc = self._fs.read_manifest()
         if doc is None:
-            return _Snapshot(version=0, sources={})
+            return Snapshot(version=0, sources={})
         sources = {}
         for name, entry in doc["sources"].items():
             layout = entry.get("layout", {})
@@ -70,7 +64,7 @@ class StoreManifest:
                     parts.append(self._legacy_part(name, part_name))
                     continue
                 parts.append(
-                    _Part(
+                    Part(
                         name=part_name,
                         cluster=tuple(info["cluster"]),
                         buckets=int(info["buckets"]),
@@ -82,15 +76,15 @@ class StoreManifest:
                     )
                 )
             cluster = entry.get("cluster")
-            sources[name] = _SourceState(
+            sources[name] = SourceState(
                 schema=tuple((str(a), str(t)) for a, t in entry["schema"]),
                 parts=tuple(parts),
                 cluster=None if cluster is None else tuple(cluster),
                 buckets=int(entry.get("buckets", self._buckets)),
             )
-        return _Snapshot(version=int(doc["version"]), sources=sources)
+        return Snapshot(version=int(doc["version"]), sources=sources)
 
-    def _legacy_part(self, source: str, name: str) -> _Part:
+    def _legacy_part(self, source: str, name: str) -> Part:
         """A part written before parts were bucketed: one folder of Parquet files, no
         `_bucket` column (read as null), every file read by every fetch."""
         folder = self._fs.join(self._root, source, name)
@@ -99,10 +93,10 @@ class StoreManifest:
             for f in self._fs.list_dir(folder)
             if f.name.endswith(".parquet") and not f.name.startswith(".")
         )
-        epochs = [int(x) for x in name[len(_PART_PREFIX) :].split("-")[:2]]
-        return _Part(name, (), 1, tuple((0, f) for f in files), (epochs[0], epochs[1]), None, False)
+        epochs = [int(x) for x in name[len(PART_PREFIX) :].split("-")[:2]]
+        return Part(name, (), 1, tuple((0, f) for f in files), (epochs[0], epochs[1]), None, False)
 
-    def _publish(self, snapshot: _Snapshot) -> None:
+    def _publish(self, snapshot: Snapshot) -> None:
         """Replace the manifest atomically and durably, then make `snapshot` the current one."""
         doc = {
             "version": snapshot.version,
@@ -127,7 +121,7 @@ class StoreManifest:
         fs = self._fs
         root = fs.list_dir(self._root)
         for entry in root:
-            if entry.name.startswith(_TMP_PREFIX) and not entry.is_dir:
+            if entry.name.startswith(TMP_PREFIX) and not entry.is_dir:
                 fs.delete_file(fs.join(self._root, entry.name))
         folders = {entry.name for entry in root if entry.is_dir}
         for name, state in self._snapshot.sources.items():
@@ -136,8 +130,20 @@ class StoreManifest:
             folder = fs.join(self._root, name)
             listed = {part.name for part in state.parts}
             for entry in fs.list_dir(folder):
-                stray = entry.name.startswith(_TMP_PREFIX) or (
-                    entry.name.startswith(_PART_PREFIX) and entry.name not in listed
+                stray = entry.name.startswith(TMP_PREFIX) or (
+                    entry.name.startswith(PART_PREFIX) and entry.name not in listed
                 )
                 if stray and entry.is_dir:
                     fs.delete_tree(fs.join(folder, entry.name))
+
+
+def _part_doc(part: Part) -> dict[str, Any]:
+    return {
+        "cluster": list(part.cluster),
+        "buckets": part.buckets,
+        "files": [[b, f] for b, f in part.files],
+        "epochs": list(part.epochs),
+        "rows": part.rows,
+        "compacted": part.compacted,
+        "inserts_only": part.inserts_only,
+    }

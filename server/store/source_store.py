@@ -23,7 +23,7 @@ it read (`part-<from>-<to>-c<id>`).
 Clustering: each part is bucketed by the source's clustering columns, the columns upqueries
 ask the source by: `_bucket = pmod(hash(cluster columns), n)` with Spark's Murmur3 `hash`, one
 file per bucket, rows sorted by the clustering columns then the other attributes within it, in
-small row groups (`_ROW_GROUP_BYTES`). The clustering is set with `cluster_by`, or learnt from
+small row groups (`ROW_GROUP_BYTES`). The clustering is set with `cluster_by`, or learnt from
 the first keyed fetch of the source (it defaults to the first attribute until then); it is
 recorded per part, so parts written under different clusterings read correctly together, and
 a compaction rewrites them all under the current one.
@@ -31,8 +31,8 @@ a compaction rewrites them all under the current one.
 A keyed fetch computes the bucket of each key in Python (`_spark_hash` is Spark's function),
 reads only those buckets' files, and filters with a predicate that Spark pushes into the
 Parquet reader, `(_bucket = b AND key IN keys_b) OR ...`: row-group min/max statistics then
-skip the row groups that hold none of the keys of their file's bucket. Beyond `_PUSH_LIMIT`
-keys (`_OR_LIMIT` for keys of several columns) the key filter is a broadcast semi-join instead,
+skip the row groups that hold none of the keys of their file's bucket. Beyond `PUSH_LIMIT`
+keys (`OR_LIMIT` for keys of several columns) the key filter is a broadcast semi-join instead,
 over the same buckets' files.
 
 The manifest is the only truth: a part is visible once the manifest that lists it has replaced
@@ -67,6 +67,7 @@ from pyspark.sql.types import (
     LongType,
 )
 
+from pomoview.server.spark.columns import column
 from pomoview.server.spark.deadline import (
     WRITE_SETTING,
     SparkTimeout,
@@ -76,27 +77,27 @@ from pomoview.server.spark.deadline import (
 )
 from pomoview.server.store.compaction import StoreCompaction
 from pomoview.server.store.files import flatten_bucket_dirs, flatten_partitions
-from pomoview.server.store.fs import StoreFS, StoreLocationError, open_store_fs
+from pomoview.server.store.fs import TMP_PREFIX, StoreFS, StoreLocationError, open_store_fs
 from pomoview.server.store.layout import (
-    _BUCKET,
-    _BUCKET_DIR,
-    _PART_PREFIX,
-    _ROW_GROUP_BYTES,
-    _TMP_PREFIX,
+    BUCKET_COLUMN,
+    BUCKET_DIR_COLUMN,
     DEFAULT_BUCKETS,
     DEFAULT_ROWS_PER_BUCKET,
+    PART_PREFIX,
+    ROW_GROUP_BYTES,
+    Part,
     Pin,
-    SchemaMismatch,
-    _check_schema,
-    _col,
-    _Part,
-    _schema_difference,
-    _Snapshot,
-    _SourceState,
-    _struct,
-    _to_spark,
+    Snapshot,
+    SourceState,
 )
 from pomoview.server.store.manifest import StoreWriteError
+from pomoview.server.store.schema import (
+    SchemaMismatch,
+    check_schema,
+    operations_struct,
+    schema_difference,
+    to_spark,
+)
 from pomoview.server.types import LoggedBatch, SourceSchema, Value
 
 log = logging.getLogger("pomoview.store")
@@ -108,7 +109,7 @@ class StagedLoad:
 
     source: str
     epoch: int
-    part: _Part
+    part: Part
 
 
 class SourceStore(StoreCompaction):
@@ -201,17 +202,17 @@ class SourceStore(StoreCompaction):
         unknown type name or a reserved/duplicate attribute name.
         """
         schema = tuple((str(a), str(t)) for a, t in schema)
-        _check_schema(name, schema)
+        check_schema(name, schema)
         with self._flush_lock:
             current = self._current()
             stored = current.sources.get(name)
             if stored is not None:
                 if stored.schema != schema:
-                    raise SchemaMismatch(_schema_difference(name, stored.schema, schema))
+                    raise SchemaMismatch(schema_difference(name, stored.schema, schema))
                 return
             sources = dict(current.sources)
-            sources[name] = _SourceState(schema=schema, parts=(), buckets=self._buckets)
-            self._publish(_Snapshot(version=current.version, sources=sources))
+            sources[name] = SourceState(schema=schema, parts=(), buckets=self._buckets)
+            self._publish(Snapshot(version=current.version, sources=sources))
 
     # --- clustering ---------------------------------------------------------------------------
 
@@ -232,7 +233,7 @@ class SourceStore(StoreCompaction):
                 return
             sources = dict(current.sources)
             sources[source] = replace(state, cluster=columns)
-            self._publish(_Snapshot(version=current.version, sources=sources))
+            self._publish(Snapshot(version=current.version, sources=sources))
 
     def clustering(self, source: str) -> tuple[str, ...]:
         """The columns `source` is clustered by for what is written now."""
@@ -240,7 +241,7 @@ class SourceStore(StoreCompaction):
             state = self._state(self._snapshot, source)
         return self._cluster_for(source, state)
 
-    def _cluster_for(self, source: str, state: _SourceState) -> tuple[str, ...]:
+    def _cluster_for(self, source: str, state: SourceState) -> tuple[str, ...]:
         if state.cluster is not None:
             return state.cluster
         with self._lock:
@@ -249,14 +250,14 @@ class SourceStore(StoreCompaction):
             return learned
         return (state.schema[0][0],) if state.schema else ()
 
-    def _persisted(self, source: str, state: _SourceState) -> tuple[str, ...] | None:
+    def _persisted(self, source: str, state: SourceState) -> tuple[str, ...] | None:
         """What the manifest should record as the clustering of `source`: a learnt one sticks."""
         if state.cluster is not None:
             return state.cluster
         with self._lock:
             return self._learned.get(source)
 
-    def _bucket_count(self, state: _SourceState, rows: int | None) -> int:
+    def _bucket_count(self, state: SourceState, rows: int | None) -> int:
         if rows is None:
             return state.buckets
         return max(1, min(state.buckets, -(-rows // self._rows_per_bucket)))
@@ -335,13 +336,13 @@ class SourceStore(StoreCompaction):
                     out = rows.setdefault(name, [])
                     for op, tuples in ((1, change.inserts), (-1, change.deletes)):
                         for t in tuples:
-                            values = tuple(_to_spark(v, ty) for v, ty in zip(t, types, strict=True))
+                            values = tuple(to_spark(v, ty) for v, ty in zip(t, types, strict=True))
                             out.append((*values, batch.epoch, op))
             first, last = batches[0].epoch, batches[-1].epoch
             # Unique, as a compaction's: a retry after a publish whose outcome is unknown (the
             # manifest may be on disk, the fsync after it failed) must not reuse, and so first
             # delete, a folder that manifest may list.
-            name = f"{_PART_PREFIX}{first:020d}-{last:020d}-f{uuid.uuid4().hex[:8]}"
+            name = f"{PART_PREFIX}{first:020d}-{last:020d}-f{uuid.uuid4().hex[:8]}"
             sources = dict(current.sources)
             written: list[str] = []
             what = f"the flush of epochs {first}..{last}"
@@ -351,7 +352,9 @@ class SourceStore(StoreCompaction):
                         continue
                     state = sources[source]
                     spark = self._spark()
-                    ops = spark.createDataFrame(source_rows, schema=_struct(state.schema)).coalesce(1)
+                    ops = spark.createDataFrame(
+                        source_rows, schema=operations_struct(state.schema)
+                    ).coalesce(1)
                     part = self._write_part(
                         source,
                         name,
@@ -373,7 +376,7 @@ class SourceStore(StoreCompaction):
             except BaseException:
                 self._discard_parts((source, name) for source in written)
                 raise
-            self._publish_written(_Snapshot(version=last, sources=sources), what)
+            self._publish_written(Snapshot(version=last, sources=sources), what)
             return last
 
     def load(
@@ -420,17 +423,17 @@ class SourceStore(StoreCompaction):
         if staged is not None:
             self._discard_parts([(staged.source, staged.part.name)])
 
-    def _stage(self, source: str, rows: DataFrame, epoch: int) -> _Part | None:
+    def _stage(self, source: str, rows: DataFrame, epoch: int) -> Part | None:
         current = self._current()
         if epoch <= current.version:
             raise ValueError(f"epoch {epoch} does not follow epoch {current.version} in the store")
         state = self._state(current, source)
         cluster = self._cluster_for(source, state)
         buckets = state.buckets
-        attrs = [_col(a) for a, _ in state.schema]
+        attrs = [column(a) for a, _ in state.schema]
         ops = rows.select(*attrs)
         # The constant columns after the shuffle: they would cost its rows a third more bytes.
-        ops = ops.repartition(buckets, *(_col(c) for c in cluster)) if cluster else ops.coalesce(1)
+        ops = ops.repartition(buckets, *(column(c) for c in cluster)) if cluster else ops.coalesce(1)
         ops = ops.select(
             *attrs,
             F.lit(epoch).cast(LongType()).alias("_epoch"),
@@ -438,7 +441,7 @@ class SourceStore(StoreCompaction):
         )
         return self._write_part(
             source,
-            f"{_PART_PREFIX}{epoch:020d}-{epoch:020d}-l{uuid.uuid4().hex[:8]}",
+            f"{PART_PREFIX}{epoch:020d}-{epoch:020d}-l{uuid.uuid4().hex[:8]}",
             state.schema,
             ops,
             cluster=cluster,
@@ -458,7 +461,7 @@ class SourceStore(StoreCompaction):
         self,
         source: str,
         epoch: int,
-        part: _Part | None,
+        part: Part | None,
         publishing: AbstractContextManager[Any] | None,
     ) -> int:
         """`publish_load` under the manifest writers' lock."""
@@ -476,7 +479,7 @@ class SourceStore(StoreCompaction):
         sources[source] = replace(state, parts=parts, cluster=self._persisted(source, state))
         with publishing if publishing is not None else contextlib.nullcontext():
             self._publish_written(
-                _Snapshot(version=epoch, sources=sources), f"the load of {source!r} at epoch {epoch}"
+                Snapshot(version=epoch, sources=sources), f"the load of {source!r} at epoch {epoch}"
             )
         return epoch
 
@@ -496,7 +499,7 @@ class SourceStore(StoreCompaction):
         kind: str,
         what: str,
         bucket_per_partition: bool = False,
-    ) -> _Part | None:
+    ) -> Part | None:
         """Write `ops` (attributes, _epoch, _op; partitioned so that a bucket is in one Spark
         partition, for one file per bucket) as part `name`, bucketed by `cluster`, renamed into
         place durably but not published. None if `ops` is empty.
@@ -511,27 +514,27 @@ class SourceStore(StoreCompaction):
         fs = self._fs
         folder = fs.join(self._root, source)
         target = fs.join(folder, name)
-        tmp = fs.join(folder, f"{_TMP_PREFIX}{uuid.uuid4().hex}")
+        tmp = fs.join(folder, f"{TMP_PREFIX}{uuid.uuid4().hex}")
         attrs = [a for a, _ in schema]
         bucket = (
-            F.pmod(F.hash(*(_col(c) for c in cluster)), F.lit(buckets)) if cluster else F.lit(0)
+            F.pmod(F.hash(*(column(c) for c in cluster)), F.lit(buckets)) if cluster else F.lit(0)
         ).cast(IntegerType())
-        order = [_BUCKET_DIR, *cluster, *(a for a in attrs if a not in cluster), "_epoch"]
+        order = [BUCKET_DIR_COLUMN, *cluster, *(a for a in attrs if a not in cluster), "_epoch"]
         try:
             fs.makedirs(folder)
             if fs.exists(target):
                 # Left by a crash before its manifest; never listed, never read.
                 fs.delete_tree(target)
             with deadline(ops.sparkSession, self._timeouts.write, f"{what} ({source!r})", WRITE_SETTING):
-                frame = stall_for_tests(ops, kind).withColumn(_BUCKET, bucket)
+                frame = stall_for_tests(ops, kind).withColumn(BUCKET_COLUMN, bucket)
                 if bucket_per_partition:
-                    writer = frame.sortWithinPartitions(*(_col(c) for c in order[1:])).write
+                    writer = frame.sortWithinPartitions(*(column(c) for c in order[1:])).write
                 else:
-                    frame = frame.withColumn(_BUCKET_DIR, _col(_BUCKET)).sortWithinPartitions(
-                        *(_col(c) for c in order)
+                    frame = frame.withColumn(BUCKET_DIR_COLUMN, column(BUCKET_COLUMN)).sortWithinPartitions(
+                        *(column(c) for c in order)
                     )
-                    writer = frame.write.partitionBy(_BUCKET_DIR)
-                writer.option("parquet.block.size", str(_ROW_GROUP_BYTES)).parquet(fs.spark_path(tmp))
+                    writer = frame.write.partitionBy(BUCKET_DIR_COLUMN)
+                writer.option("parquet.block.size", str(ROW_GROUP_BYTES)).parquet(fs.spark_path(tmp))
             if bucket_per_partition:
                 files = flatten_partitions(fs, tmp, buckets)
             else:
@@ -548,7 +551,7 @@ class SourceStore(StoreCompaction):
             if isinstance(err, (SparkTimeout, StoreWriteError)) or not isinstance(err, Exception):
                 raise
             raise StoreWriteError(f"{what} ({source!r})", fs.describe(), err) from err
-        return _Part(name, cluster, buckets, files, epochs, rows, compacted, inserts_only or compacted)
+        return Part(name, cluster, buckets, files, epochs, rows, compacted, inserts_only or compacted)
 
     def _discard_paths(self, paths: Sequence[str]) -> None:
         """Deletes what a failed write left (best effort: the next open deletes the rest)."""
@@ -563,7 +566,7 @@ class SourceStore(StoreCompaction):
         """Deletes unpublished parts (source, part name) of a write that failed."""
         self._discard_paths([self._fs.join(self._root, source, name) for source, name in parts])
 
-    def _publish_written(self, snapshot: _Snapshot, what: str) -> None:
+    def _publish_written(self, snapshot: Snapshot, what: str) -> None:
         """`_publish` for a write's new parts. A failure is `StoreWriteError`, and the parts
         stay: the new manifest may be on disk although the call failed (its folder's fsync,
         say); if it is not, they are unlisted, and the next open deletes them."""

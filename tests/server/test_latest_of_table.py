@@ -1,6 +1,7 @@
-"""The Arrow path of a keyed fetch (`latest_of_table`) against the row path (`_latest`), on
-random operation logs: duplicate inserts, deletes, re-inserts, ties within an epoch, every
-attribute type, NaN. The row path is the reference: it is the definition of "present"."""
+"""The Arrow path of a keyed fetch (`latest_of_table`) against the row path
+(`latest_of_rows`), on random operation logs: duplicate inserts, deletes, re-inserts, ties
+within an epoch, every attribute type, NaN. The row path is the reference: it is the
+definition of "present"."""
 
 from __future__ import annotations
 
@@ -11,8 +12,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pomoview.server.store.fetch import latest_of_table
-from pomoview.server.store.layout import _latest
+from pomoview.server.store.presence import latest_of_rows, latest_of_table
 
 TYPES = {
     "int": (pa.int64(), st.integers(-3, 3)),
@@ -51,7 +51,7 @@ def canonical(tuples: list[tuple[Any, ...]]) -> list[str]:
 def test_the_arrow_path_keeps_what_the_row_path_keeps(log: Any) -> None:
     schema, rows = log
     got = latest_of_table(table(schema, rows), schema)
-    assert canonical(got) == canonical(_latest(rows, schema))
+    assert canonical(got) == canonical(latest_of_rows(rows, schema))
     assert len(set(map(repr, got))) == len(got), "a tuple is answered once"
 
 

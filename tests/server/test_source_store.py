@@ -21,8 +21,9 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
 
+from pomoview.server.store.bucket_hash import spark_hash
 from pomoview.server.store.fs import HadoopFS, LocalFS, StoreLocationError, split_location
-from pomoview.server.store.layout import _spark_hash, _struct
+from pomoview.server.store.schema import operations_struct
 from pomoview.server.store.source_store import SchemaMismatch, SourceStore
 from pomoview.server.types import LoggedBatch, SourceChange, SourceSchema, Tuple_, Value
 
@@ -263,7 +264,7 @@ def test_unlisted_parts_are_ignored_and_removed_at_open(
     # deletes (1, 1) and inserts (3, 3), and a half-written temporary folder.
     stray = tmp_path / "s" / f"part-{2:020d}-{2:020d}"
     rows: list[tuple[Value, ...]] = [(1, 1, 2, -1), (3, 3, 2, 1)]
-    spark.createDataFrame(rows, schema=_struct(S)).write.parquet(str(stray))
+    spark.createDataFrame(rows, schema=operations_struct(S)).write.parquet(str(stray))
     half = tmp_path / "s" / ".tmp-deadbeef"
     shutil.copytree(stray, half)
     listed = manifest(tmp_path)["sources"]["s"]["parts"]
@@ -322,13 +323,13 @@ def test_bucket_hash_is_sparks(spark: SparkSession) -> None:
         real = rng.choice([0.0, -0.0, 1.5, -1e300, float("inf"), float("nan"), rng.random()])
         rows.append((number, real, text, data, rng.random() < 0.5))
     schema: SourceSchema = (("n", "int"), ("f", "float"), ("s", "string"), ("b", "bytes"), ("t", "bool"))
-    df = spark.createDataFrame(rows, schema=StructType(_struct(schema).fields[:5]))
+    df = spark.createDataFrame(rows, schema=StructType(operations_struct(schema).fields[:5]))
     got = df.selectExpr(
         "hash(n)", "hash(f)", "hash(s)", "hash(b)", "hash(t)", "hash(n, s, b, f, t)"
     ).collect()
     for values, hashes in zip(rows, got, strict=True):
         n, f, s, b, t = values
-        expected = [_spark_hash([v]) for v in values] + [_spark_hash([n, s, b, f, t])]
+        expected = [spark_hash([v]) for v in values] + [spark_hash([n, s, b, f, t])]
         assert list(hashes) == expected, values
 
 
@@ -502,7 +503,8 @@ def test_a_store_written_before_buckets_still_reads(tmp_path: Path, spark: Spark
     Hadoop, the store's manifest.json is adopted, then replaced by versioned manifests."""
     part = f"part-{1:020d}-{2:020d}"
     rows: list[tuple[Value, ...]] = [(1, 1, 1, 1), (2, 2, 1, 1), (1, 1, 2, -1), (3, 3, 2, 1)]
-    spark.createDataFrame(rows, schema=_struct(S)).coalesce(1).write.parquet(str(tmp_path / "s" / part))
+    ops = spark.createDataFrame(rows, schema=operations_struct(S))
+    ops.coalesce(1).write.parquet(str(tmp_path / "s" / part))
     manifest = {"version": 2, "sources": {"s": {"schema": [["k", "int"], ["v", "int"]], "parts": [part]}}}
     (tmp_path / "manifest.json").write_text(json.dumps(manifest))
     store = SourceStore(where(tmp_path, kind), lambda: spark)
