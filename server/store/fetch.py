@@ -1,76 +1,96 @@
-"""Keyed reads of the source store: `StoreReads.fetch` runs one Spark job over the files of
-the keys' buckets at a pinned snapshot, with the key filter pushed into the Parquet reader
-(see `source_store` for the layout), and hands the answer to Python as Arrow batches."""
+"""Keyed reads of the source store (`SourceStore.fetch` and its variants): one Spark job over
+the files of the keys' buckets at a pinned snapshot, with the key filter pushed into the
+Parquet reader (see `source_store` for the layout), its answer handed to Python as Arrow
+batches and reduced to the present tuples (`presence`)."""
 
 from __future__ import annotations
 
 import functools
-import threading
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import (
-    ByteType,
-    LongType,
-    StructField,
-    StructType,
-)
+from pyspark.sql.types import ByteType, LongType, StructField, StructType
 
-from pomoview.server.spark.columns import column, quoted
+from pomoview.server.spark.columns import column
 from pomoview.server.spark.deadline import READ_SETTING, SparkTimeouts, deadline, stall_for_tests
 from pomoview.server.store.bucket_hash import bucket_of
+from pomoview.server.store.clustering import Clustering
 from pomoview.server.store.fs import StoreFS
-from pomoview.server.store.key_filter import keys_sql, sql_literal
-from pomoview.server.store.layout import (
-    LISTING_THRESHOLD,
-    OR_LIMIT,
-    PUSH_LIMIT,
-    READ_OPTIONS,
-    Part,
-    Pin,
-    Snapshot,
-    SourceState,
-)
+from pomoview.server.store.key_filter import equals_sql, keys_sql
+from pomoview.server.store.layout import Part, Pin, Snapshot, SourceState, part_paths
 from pomoview.server.store.presence import latest_columns, latest_of_table
-from pomoview.server.store.schema import SPARK_TYPES, part_file_struct, to_spark
+from pomoview.server.store.schema import SPARK_TYPES, to_spark
+from pomoview.server.store.sessions import PUSH_LIMIT, ReadSessions, read_part_files
+from pomoview.server.store.snapshots import Snapshots
 from pomoview.server.types import Tuple_, Value
 
-# A keyed fetch reads a few thousand rows: whole-stage code generation compiles a new class
-# for each fetch (its keys are literals in the generated code), which cost more than the
-# scan itself (measured: two 93-key jobs at once 0.57 s with it, 0.46 s without; a 1-key
-# job 0.17 -> 0.13 s). Expressions are still compiled where Spark finds it worth it.
-_FETCH_CONF = {"spark.sql.codegen.wholeStage": "false"}
+# Up to this many keys of several columns, the key filter is an OR of ANDs pushed into the
+# Parquet reader (as `PUSH_LIMIT` for one column); beyond, a broadcast semi-join.
+_OR_LIMIT = 64
+
+# Parts read together: those bucketed alike, by columns the fetch fixes, as (cluster, buckets),
+# else None; and for a compacted part, the last epoch it holds, else None.
+_Group = tuple[tuple[tuple[str, ...], int] | None, int | None]
+
+
+@dataclass(frozen=True)
+class _Request:
+    """A fetch's question about `source`, its values in the Spark types of its attributes:
+    `keys` (distinct) of `columns`, and `fixed` values of other attributes."""
+
+    source: str
+    state: SourceState
+    columns: tuple[str, ...]
+    types: Mapping[str, str]
+    keys: list[tuple[Value, ...]]
+    fixed: Mapping[str, Value]
+
+    @property
+    def many(self) -> bool:
+        """Too many keys to push into the Parquet reader: a semi-join filters them."""
+        return len(self.keys) > (PUSH_LIMIT if len(self.columns) == 1 else _OR_LIMIT)
+
+
+def _request(
+    state: SourceState,
+    source: str,
+    columns: tuple[str, ...],
+    keys: Collection[tuple[Value, ...]],
+    filters: Mapping[str, Value],
+) -> _Request:
+    """KeyError for an unknown attribute, ValueError for a key of the wrong length."""
+    types = dict(state.schema)
+    for c in (*columns, *filters):
+        if c not in types:
+            raise KeyError(f"source {source!r} has no attribute {c!r}")
+    distinct = dict.fromkeys(
+        tuple(to_spark(v, types[c]) for v, c in zip(k, columns, strict=True)) for k in keys
+    )
+    fixed = {a: to_spark(v, types[a]) for a, v in filters.items()}
+    return _Request(source, state, columns, types, list(distinct), fixed)
 
 
 class StoreReads:
-    """The reading half of `SourceStore` (which sets these attributes)."""
+    """Fetches from the parts on `fs` of the snapshots in `snapshots`. A keyed fetch of a
+    source with no clustering chosen teaches `clustering` its columns; its Spark jobs run in
+    `sessions`' fetch session, under `timeouts.read`."""
 
-    _fs: StoreFS
-    _root: str
-    _spark: Callable[[], SparkSession]
-    _lock: threading.Lock
-    _pins: dict[Pin, None]
-    _learned: dict[str, tuple[str, ...]]
-    _configured: SparkSession | None
-    _timeouts: SparkTimeouts
-    _fetch_base: SparkSession | None = None  # the session `_fetch_spark` was made from
-    _fetch_spark: SparkSession | None = None
-
-    def pin(self) -> Pin:
-        raise NotImplementedError
-
-    def unpin(self, pin: Pin) -> None:
-        raise NotImplementedError
-
-    @staticmethod
-    def _state(snapshot: Snapshot, source: str) -> SourceState:
-        state = snapshot.sources.get(source)
-        if state is None:
-            raise KeyError(f"source {source!r} is not registered in the store")
-        return state
-
+    def __init__(
+        self,
+        fs: StoreFS,
+        snapshots: Snapshots,
+        clustering: Clustering,
+        sessions: ReadSessions,
+        timeouts: SparkTimeouts,
+    ) -> None:
+        self._fs = fs
+        self._snapshots = snapshots
+        self._clustering = clustering
+        self._sessions = sessions
+        self._timeouts = timeouts
 
     def fetch(
         self,
@@ -81,18 +101,11 @@ class StoreReads:
         *,
         at: Pin | None = None,
     ) -> tuple[int, list[Tuple_]]:
-        """The tuples of `source` present at the snapshot `at` (default: the current one, pinned
-        for the call) whose `columns` are in `keys` and whose attributes equal `filters`.
-
-        Returns (version, tuples), tuples in declared attribute order, in no particular order.
-        `columns == ()` with `keys == {()}` is a full scan (of what `filters` selects). Runs
-        one Spark job (none if the answer is empty without reading). Raises KeyError for an
-        unknown source or attribute and ValueError for a key of the wrong length.
-        """
-        pin = self.pin() if at is None else at
+        """As `SourceStore.fetch`."""
+        pin = self._snapshots.pin() if at is None else at
         try:
-            snapshot = self._pinned_snapshot(pin)
-            frame = self._frame(snapshot, source, tuple(columns), keys, filters or {})
+            snapshot = self._snapshots.pinned_snapshot(pin)
+            frame = self.operations(snapshot, source, tuple(columns), keys, filters or {})
             if frame is None:
                 return snapshot.version, []
             # Arrow batches, not Row objects: a hot key's answer (a few hundred thousand
@@ -101,7 +114,7 @@ class StoreReads:
             return snapshot.version, latest_of_table(table, snapshot.sources[source].schema)
         finally:
             if at is None:
-                self.unpin(pin)
+                self._snapshots.unpin(pin)
 
     def fetch_columns(
         self,
@@ -112,11 +125,9 @@ class StoreReads:
         *,
         at: Pin,
     ) -> tuple[int, pa.Table | list[Tuple_]]:
-        """`fetch`, answering with an Arrow table of the present tuples (columns `c0`, `c1`,
-        ... in attribute order) where Arrow can decide presence, else with tuples. The table
-        may repeat a tuple (see `latest_columns`); the tuples never do."""
-        snapshot = self._pinned_snapshot(at)
-        state = self._state(snapshot, source)
+        """As `SourceStore.fetch_columns`."""
+        snapshot = self._snapshots.pinned_snapshot(at)
+        state = snapshot.state(source)
         schema = state.schema
         # Parts whose every row inserts need no stamps: the present tuples are their rows.
         # Spark converts rows to Arrow one at a time, so two columns fewer is most of the
@@ -126,7 +137,7 @@ class StoreReads:
             and all(t != "float" for _, t in schema)
             and all(p.inserts_only for p in state.parts)
         )
-        frame = self._frame(snapshot, source, tuple(columns), keys, filters or {}, stamps=not bare)
+        frame = self.operations(snapshot, source, tuple(columns), keys, filters or {}, stamps=not bare)
         if frame is None:
             return snapshot.version, []
         table = self._collect(frame, source)
@@ -137,11 +148,6 @@ class StoreReads:
             return snapshot.version, latest_of_table(table, schema)
         return snapshot.version, present
 
-    def _collect(self, frame: DataFrame, source: str) -> pa.Table:
-        """The fetch's Spark job, under the read deadline."""
-        with deadline(frame.sparkSession, self._timeouts.read, f"the fetch from {source!r}", READ_SETTING):
-            return frame.toArrow()
-
     def fetch_frame(
         self,
         source: str,
@@ -151,18 +157,16 @@ class StoreReads:
         *,
         at: Pin,
     ) -> DataFrame | None:
-        """The DataFrame `fetch` collects at `at` (operations: attributes, _epoch, _op), or
-        None if it would read nothing; keep `at` pinned while using it. Its `inputFiles()` are
-        the files the fetch reads."""
-        return self._frame(self._pinned_snapshot(at), source, tuple(columns), keys, filters or {})
+        """As `SourceStore.fetch_frame`."""
+        snapshot = self._snapshots.pinned_snapshot(at)
+        return self.operations(snapshot, source, tuple(columns), keys, filters or {})
 
-    def _pinned_snapshot(self, pin: Pin) -> Snapshot:
-        with self._lock:
-            if pin not in self._pins:
-                raise ValueError("fetch at a snapshot that is not pinned")
-        return pin._snapshot
+    def _collect(self, frame: DataFrame, source: str) -> pa.Table:
+        """The fetch's Spark job, under the read deadline."""
+        with deadline(frame.sparkSession, self._timeouts.read, f"the fetch from {source!r}", READ_SETTING):
+            return frame.toArrow()
 
-    def _frame(
+    def operations(
         self,
         snapshot: Snapshot,
         source: str,
@@ -171,122 +175,97 @@ class StoreReads:
         filters: Mapping[str, Value],
         stamps: bool = True,
     ) -> DataFrame | None:
-        """The operations of `source` a fetch reads (attributes, _epoch, _op); without
-        `stamps`, the attributes alone."""
-        state = self._state(snapshot, source)
-        types = dict(state.schema)
-        for c in (*columns, *filters):
-            if c not in types:
-                raise KeyError(f"source {source!r} has no attribute {c!r}")
-        key_list = list(
-            dict.fromkeys(
-                tuple(to_spark(v, types[c]) for v, c in zip(k, columns, strict=True)) for k in keys
-            )
-        )
-        fixed = {a: to_spark(v, types[a]) for a, v in filters.items()}
-        if columns and state.cluster is None:
-            with self._lock:
-                self._learned.setdefault(source, columns)
-        if not state.parts or not key_list:
+        """The operations of `source` a fetch reads (attributes, _epoch, _op), or None if it
+        would read nothing; without `stamps`, the attributes alone."""
+        request = _request(snapshot.state(source), source, columns, keys, filters)
+        if columns and request.state.cluster is None:
+            self._clustering.learn(source, columns)
+        if not request.state.parts or not request.keys:
             return None
-        spark = self._fetch_session()
-        many = len(key_list) > (PUSH_LIMIT if len(columns) == 1 else OR_LIMIT)
-        position = {c: i for i, c in enumerate(columns)}
-        # Parts bucketed alike, by columns the fetch fixes, are read together, bucket by bucket.
-        # A compacted part is read alone: it holds one insert per present tuple, so its
-        # `_epoch` and `_op` need not be read (any epoch of its own sorts before later parts').
-        layouts: dict[tuple[tuple[tuple[str, ...], int] | None, int | None], list[Part]] = {}
-        for part in state.parts:
-            covered = bool(part.cluster) and all(c in position or c in fixed for c in part.cluster)
-            layout = (part.cluster, part.buckets) if covered else None
-            layouts.setdefault((layout, part.epochs[1] if part.compacted else None), []).append(part)
-        frames = []
-        for (layout, compacted_through), parts in layouts.items():
-            condition: str | None = None
-            if layout is None:
-                paths = [p for part in parts for p in self._paths(source, part)]
-                if columns and not many:
-                    condition = keys_sql(columns, key_list, types)
-            else:
-                cluster, buckets = layout
-                by_bucket: dict[int, list[tuple[Value, ...]]] = {}
-                for key in key_list:
-                    values = [key[position[c]] if c in position else fixed[c] for c in cluster]
-                    by_bucket.setdefault(bucket_of(values, buckets), []).append(key)
-                paths = [p for part in parts for p in self._paths(source, part, by_bucket)]
-                if not many and columns:
-                    # Each file holds one bucket, and only the keys' buckets are read, so the
-                    # keys alone are the condition: a row of key k can only be in k's bucket
-                    # (the fixed columns of the cluster are filtered on their own below).
-                    # One IN list, not an OR of one per bucket: a smaller expression to plan
-                    # and evaluate (measured: 0.57 -> 0.31 s for two 93-key jobs at once,
-                    # with `_FETCH_CONF`).
-                    condition = keys_sql(columns, key_list, types)
-            if not paths:
-                continue
-            df = spark.read.schema(part_file_struct(state.schema)).options(**READ_OPTIONS).parquet(*paths)
-            for a, v in fixed.items():
-                df = df.where(F.expr(f"{quoted(a)} = {sql_literal(v, types[a])}"))
-            if condition is not None:
-                df = df.where(F.expr(condition))
-            if compacted_through is None:
-                stamp = [column("_epoch"), column("_op")]
-            else:
-                stamp = [
-                    F.lit(compacted_through).cast(LongType()).alias("_epoch"),
-                    F.lit(1).cast(ByteType()).alias("_op"),
-                ]
-            frames.append(df.select(*(column(a) for a, _ in state.schema), *(stamp if stamps else ())))
-        if not frames:
+        spark = self._sessions.fetch()
+        # Each file holds one bucket, and only the keys' buckets are read, so the keys alone
+        # are the condition: a row of key k can only be in k's bucket (the fixed columns of
+        # the cluster are filtered on their own). One IN list, not an OR of one per bucket: a
+        # smaller expression to plan and evaluate (measured: 0.57 -> 0.31 s for two 93-key
+        # jobs at once, with the fetch session's settings).
+        condition = keys_sql(columns, request.keys, request.types) if columns and not request.many else None
+        frames = [
+            self._group_frame(spark, request, group, parts, condition, stamps)
+            for group, parts in _groups(request).items()
+        ]
+        present = [frame for frame in frames if frame is not None]
+        if not present:
             return None
-        df = functools.reduce(DataFrame.unionAll, frames)
-        if many:
-            names = [f"_k{i}" for i in range(len(columns))]
-            key_df = spark.createDataFrame(
-                key_list,
-                schema=StructType(
-                    [
-                        StructField(k, SPARK_TYPES[types[c]](), nullable=False)
-                        for k, c in zip(names, columns, strict=True)
-                    ]
-                ),
-            )
-            condition_col = functools.reduce(
-                Column.__and__, (df[c] == key_df[k] for k, c in zip(names, columns, strict=True))
-            )
-            df = df.join(F.broadcast(key_df), on=condition_col, how="left_semi")
+        df = functools.reduce(DataFrame.unionAll, present)
+        if request.many:
+            df = _semi_join(spark, df, request)
         return stall_for_tests(df, "fetch")
 
-    def _paths(self, source: str, part: Part, buckets: Collection[int] | None = None) -> list[str]:
-        folder = self._fs.join(self._root, source, part.name)
-        return [
-            self._fs.spark_path(self._fs.join(folder, f))
-            for b, f in part.files
-            if buckets is None or b in buckets
-        ]
+    def _group_frame(
+        self,
+        spark: SparkSession,
+        request: _Request,
+        group: _Group,
+        parts: list[Part],
+        condition: str | None,
+        stamps: bool,
+    ) -> DataFrame | None:
+        """The operations a fetch reads from one group of parts (see `_groups`), or None if
+        it reads none of their files."""
+        layout, compacted_through = group
+        if layout is None:
+            paths = [p for part in parts for p in part_paths(self._fs, request.source, part)]
+        else:
+            buckets = _buckets_of_keys(request, *layout)
+            paths = [p for part in parts for p in part_paths(self._fs, request.source, part, buckets)]
+        if not paths:
+            return None
+        df = read_part_files(spark, request.state.schema, paths)
+        for a, v in request.fixed.items():
+            df = df.where(F.expr(equals_sql(a, v, request.types[a])))
+        if condition is not None:
+            df = df.where(F.expr(condition))
+        if compacted_through is None:
+            stamp = [column("_epoch"), column("_op")]
+        else:
+            stamp = [
+                F.lit(compacted_through).cast(LongType()).alias("_epoch"),
+                F.lit(1).cast(ByteType()).alias("_op"),
+            ]
+        return df.select(*(column(a) for a, _ in request.state.schema), *(stamp if stamps else ()))
 
-    def _session(self) -> SparkSession:
-        spark = self._spark()
-        if self._configured is not spark:
-            # Session settings the store's reads rely on (see `PUSH_LIMIT`, `LISTING_THRESHOLD`).
-            spark.conf.set("spark.sql.parquet.pushdown.inFilterThreshold", str(PUSH_LIMIT))
-            spark.conf.set("spark.sql.sources.parallelPartitionDiscovery.threshold", str(LISTING_THRESHOLD))
-            self._configured = spark
-        return spark
 
-    def _fetch_session(self) -> SparkSession:
-        """A session of its own for keyed fetches (sharing the SparkContext), with
-        `_FETCH_CONF`, so that flushes, loads and compactions keep Spark's defaults."""
-        spark = self._session()
-        with self._lock:
-            if self._fetch_base is not spark:
-                session = spark.newSession()
-                for key, value in {
-                    **_FETCH_CONF,
-                    "spark.sql.parquet.pushdown.inFilterThreshold": str(PUSH_LIMIT),
-                    "spark.sql.sources.parallelPartitionDiscovery.threshold": str(LISTING_THRESHOLD),
-                }.items():
-                    session.conf.set(key, value)
-                self._fetch_base, self._fetch_spark = spark, session
-            assert self._fetch_spark is not None
-            return self._fetch_spark
+def _groups(request: _Request) -> dict[_Group, list[Part]]:
+    """The parts of the source, grouped as a fetch reads them. Parts bucketed alike, by
+    columns the fetch fixes, are read together, bucket by bucket. A compacted part is read
+    alone: it holds one insert per present tuple, so its `_epoch` and `_op` need not be read
+    (any epoch of its own sorts before later parts')."""
+    groups: dict[_Group, list[Part]] = {}
+    for part in request.state.parts:
+        covered = bool(part.cluster) and all(c in request.columns or c in request.fixed for c in part.cluster)
+        layout = (part.cluster, part.buckets) if covered else None
+        groups.setdefault((layout, part.epochs[1] if part.compacted else None), []).append(part)
+    return groups
+
+
+def _buckets_of_keys(request: _Request, cluster: tuple[str, ...], buckets: int) -> set[int]:
+    """The buckets the keys hash to, in parts of `buckets` buckets clustered by `cluster`."""
+    position = {c: i for i, c in enumerate(request.columns)}
+    return {
+        bucket_of([key[position[c]] if c in position else request.fixed[c] for c in cluster], buckets)
+        for key in request.keys
+    }
+
+
+def _semi_join(spark: SparkSession, df: DataFrame, request: _Request) -> DataFrame:
+    """The rows of `df` whose columns are one of the keys, by a broadcast semi-join."""
+    names = [f"_k{i}" for i in range(len(request.columns))]
+    fields = [
+        StructField(k, SPARK_TYPES[request.types[c]](), nullable=False)
+        for k, c in zip(names, request.columns, strict=True)
+    ]
+    key_df = spark.createDataFrame(request.keys, schema=StructType(fields))
+    on = functools.reduce(
+        Column.__and__, (df[c] == key_df[k] for k, c in zip(names, request.columns, strict=True))
+    )
+    return df.join(F.broadcast(key_df), on=on, how="left_semi")

@@ -5,9 +5,11 @@ files are."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import uuid
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
+from pomoview.server.store.fs import StoreFS
 from pomoview.server.types import SourceSchema
 
 BUCKET_COLUMN = "_bucket"  # a column of every file: the bucket of the row's clustering columns
@@ -24,18 +26,6 @@ DEFAULT_BUCKETS = 4
 DEFAULT_ROWS_PER_BUCKET = 1 << 19
 # Small row groups (~8k rows of a few numbers) make the statistics of a sorted file fine-grained.
 ROW_GROUP_BYTES = 256 << 10
-# Up to this many keys of one column, the key filter is an IN list that Spark pushes into the
-# Parquet reader (the session's `inFilterThreshold` is raised to it); beyond, a broadcast
-# semi-join, which reads all of the keys' buckets but whose plan does not grow with the keys.
-PUSH_LIMIT = 256
-# The same for keys of several columns, pushed as an OR of ANDs.
-OR_LIMIT = 64
-# Parquet's page-level filter costs (keys x pages) per file, more than it saves here: row-group
-# statistics do the pruning.
-READ_OPTIONS = {"parquet.filter.columnindex.enabled": "false"}
-# A fetch passes one path per file it reads; Spark lists more than its default 32 paths with a
-# distributed job, which would cost more than the fetch.
-LISTING_THRESHOLD = 4096
 
 
 @dataclass(frozen=True)
@@ -71,6 +61,13 @@ class Snapshot:
     version: int
     sources: Mapping[str, SourceState]
 
+    def state(self, source: str) -> SourceState:
+        """The state of `source`; KeyError if it is not registered."""
+        state = self.sources.get(source)
+        if state is None:
+            raise KeyError(f"source {source!r} is not registered in the store")
+        return state
+
 
 class Pin:
     """A snapshot of the store held by a reader: the files it lists stay on disk until
@@ -88,3 +85,22 @@ class Pin:
     @property
     def snapshot(self) -> Snapshot:
         return self._snapshot
+
+
+def new_part_name(epochs: tuple[int, int], kind: str) -> str:
+    """A part folder's name: the epochs it holds, `kind` (`f`lush, `l`oad, `c`ompaction) and a
+    random suffix. Unique: a retry after a publication whose outcome is unknown (the manifest
+    may be on disk, the fsync after it failed) must not reuse, and so first delete, a folder
+    that manifest may list."""
+    return f"{PART_PREFIX}{epochs[0]:020d}-{epochs[1]:020d}-{kind}{uuid.uuid4().hex[:8]}"
+
+
+def part_folder(fs: StoreFS, source: str, name: str) -> str:
+    """The folder of part `name` of `source`."""
+    return fs.join(fs.root, source, name)
+
+
+def part_paths(fs: StoreFS, source: str, part: Part, buckets: Collection[int] | None = None) -> list[str]:
+    """The paths Spark reads `part`'s files by: all of them, or those of `buckets`."""
+    folder = part_folder(fs, source, part.name)
+    return [fs.spark_path(fs.join(folder, f)) for b, f in part.files if buckets is None or b in buckets]

@@ -1,16 +1,15 @@
-"""The source store's manifest: reading it at open, publishing a new one, and deleting the
-folders it does not list (see `source_store` for the layout, `store_fs` for how a manifest is
-replaced atomically)."""
+"""The source store's manifest: the document that lists its sources and parts, read at open
+and written for each new snapshot, and the folders it does not list, deleted at open (see
+`source_store` for the layout, `fs` for how a manifest is replaced atomically)."""
 
 from __future__ import annotations
 
 import errno
-import threading
 from typing import Any
 
 from pomoview.server.spark.session import spark_error_reason
 from pomoview.server.store.fs import TMP_PREFIX, StoreFS
-from pomoview.server.store.layout import PART_PREFIX, Part, Snapshot, SourceState
+from pomoview.server.store.layout import PART_PREFIX, Part, Snapshot, SourceState, part_folder
 
 
 class StoreWriteError(Exception):
@@ -37,57 +36,40 @@ def is_disk_full(err: BaseException) -> bool:
     return False
 
 
-class StoreManifest:
-    """The manifest half of `SourceStore` (which sets these attributes)."""
+class Manifest:
+    """The manifest of the store on `fs`. `buckets` is what a source entry that does not say
+    its bucket count (written before it did) is read with."""
 
-    _fs: StoreFS
-    _root: str
-    _buckets: int
-    _lock: threading.Lock
-    _snapshot: Snapshot
+    def __init__(self, fs: StoreFS, buckets: int) -> None:
+        self._fs = fs
+        self._buckets = buckets
 
-    def _current(self) -> Snapshot:
-        with self._lock:
-            return self._snapshot
-
-    def _read_manifest(self) -> Snapshot:
+    def read(self) -> Snapshot:
+        """The snapshot the manifest on disk lists (version 0 and no source if there is none)."""
         doc = self._fs.read_manifest()
         if doc is None:
             return Snapshot(version=0, sources={})
-        sources = {}
-        for name, entry in doc["sources"].items():
-            layout = entry.get("layout", {})
-            parts = []
-            for part_name in entry["parts"]:
-                info = layout.get(part_name)
-                if info is None:
-                    parts.append(self._legacy_part(name, part_name))
-                    continue
-                parts.append(
-                    Part(
-                        name=part_name,
-                        cluster=tuple(info["cluster"]),
-                        buckets=int(info["buckets"]),
-                        files=tuple((int(b), str(f)) for b, f in info["files"]),
-                        epochs=(int(info["epochs"][0]), int(info["epochs"][1])),
-                        rows=None if info["rows"] is None else int(info["rows"]),
-                        compacted=bool(info["compacted"]),
-                        inserts_only=bool(info.get("inserts_only", info["compacted"])),
-                    )
-                )
-            cluster = entry.get("cluster")
-            sources[name] = SourceState(
-                schema=tuple((str(a), str(t)) for a, t in entry["schema"]),
-                parts=tuple(parts),
-                cluster=None if cluster is None else tuple(cluster),
-                buckets=int(entry.get("buckets", self._buckets)),
-            )
+        sources = {name: self._source(name, entry) for name, entry in doc["sources"].items()}
         return Snapshot(version=int(doc["version"]), sources=sources)
+
+    def _source(self, name: str, entry: dict[str, Any]) -> SourceState:
+        layout = entry.get("layout", {})
+        parts = []
+        for part_name in entry["parts"]:
+            info = layout.get(part_name)
+            parts.append(self._legacy_part(name, part_name) if info is None else _part(part_name, info))
+        cluster = entry.get("cluster")
+        return SourceState(
+            schema=tuple((str(a), str(t)) for a, t in entry["schema"]),
+            parts=tuple(parts),
+            cluster=None if cluster is None else tuple(cluster),
+            buckets=int(entry.get("buckets", self._buckets)),
+        )
 
     def _legacy_part(self, source: str, name: str) -> Part:
         """A part written before parts were bucketed: one folder of Parquet files, no
         `_bucket` column (read as null), every file read by every fetch."""
-        folder = self._fs.join(self._root, source, name)
+        folder = part_folder(self._fs, source, name)
         files = sorted(
             f.name
             for f in self._fs.list_dir(folder)
@@ -96,38 +78,28 @@ class StoreManifest:
         epochs = [int(x) for x in name[len(PART_PREFIX) :].split("-")[:2]]
         return Part(name, (), 1, tuple((0, f) for f in files), (epochs[0], epochs[1]), None, False)
 
-    def _publish(self, snapshot: Snapshot) -> None:
-        """Replace the manifest atomically and durably, then make `snapshot` the current one."""
-        doc = {
-            "version": snapshot.version,
-            "sources": {
-                name: {
-                    "schema": [list(p) for p in state.schema],
-                    "cluster": None if state.cluster is None else list(state.cluster),
-                    "buckets": state.buckets,
-                    "parts": [part.name for part in state.parts],
-                    "layout": {part.name: _part_doc(part) for part in state.parts},
-                }
-                for name, state in snapshot.sources.items()
-            },
-        }
-        self._fs.write_manifest(doc)
-        with self._lock:
-            self._snapshot = snapshot
+    def write(self, snapshot: Snapshot) -> None:
+        """Replace the manifest with one that lists `snapshot`, atomically and durably."""
+        self._fs.write_manifest(
+            {
+                "version": snapshot.version,
+                "sources": {name: _source_doc(state) for name, state in snapshot.sources.items()},
+            }
+        )
 
-    def _remove_strays(self) -> None:
-        """Delete part and temporary folders the manifest does not list (crashed flushes and
-        compactions, and parts a compaction replaced)."""
+    def remove_strays(self, snapshot: Snapshot) -> None:
+        """Delete part and temporary folders `snapshot` (the manifest's) does not list
+        (crashed flushes and compactions, and parts a compaction replaced)."""
         fs = self._fs
-        root = fs.list_dir(self._root)
+        root = fs.list_dir(fs.root)
         for entry in root:
             if entry.name.startswith(TMP_PREFIX) and not entry.is_dir:
-                fs.delete_file(fs.join(self._root, entry.name))
+                fs.delete_file(fs.join(fs.root, entry.name))
         folders = {entry.name for entry in root if entry.is_dir}
-        for name, state in self._snapshot.sources.items():
+        for name, state in snapshot.sources.items():
             if name not in folders:
                 continue
-            folder = fs.join(self._root, name)
+            folder = fs.join(fs.root, name)
             listed = {part.name for part in state.parts}
             for entry in fs.list_dir(folder):
                 stray = entry.name.startswith(TMP_PREFIX) or (
@@ -135,6 +107,20 @@ class StoreManifest:
                 )
                 if stray and entry.is_dir:
                     fs.delete_tree(fs.join(folder, entry.name))
+
+
+def _part(name: str, info: dict[str, Any]) -> Part:
+    return Part(
+        name=name,
+        cluster=tuple(info["cluster"]),
+        buckets=int(info["buckets"]),
+        files=tuple((int(b), str(f)) for b, f in info["files"]),
+        epochs=(int(info["epochs"][0]), int(info["epochs"][1])),
+        rows=None if info["rows"] is None else int(info["rows"]),
+        compacted=bool(info["compacted"]),
+        # A compacted part written before the mark was recorded holds inserts only.
+        inserts_only=bool(info.get("inserts_only", info["compacted"])),
+    )
 
 
 def _part_doc(part: Part) -> dict[str, Any]:
@@ -146,4 +132,14 @@ def _part_doc(part: Part) -> dict[str, Any]:
         "rows": part.rows,
         "compacted": part.compacted,
         "inserts_only": part.inserts_only,
+    }
+
+
+def _source_doc(state: SourceState) -> dict[str, Any]:
+    return {
+        "schema": [list(p) for p in state.schema],
+        "cluster": None if state.cluster is None else list(state.cluster),
+        "buckets": state.buckets,
+        "parts": [part.name for part in state.parts],
+        "layout": {part.name: _part_doc(part) for part in state.parts},
     }

@@ -117,7 +117,7 @@ class ArrowStore(Store):
         )
 
     def _write_part(self, name: str, rows: list[tuple[Any, ...]]) -> None:
-        """As `SourceStore._write_part`: Parquet into a temporary folder (by pyarrow here, by
+        """As `PartWriter.write`: Parquet into a temporary folder (by pyarrow here, by
         Spark there), then made durable and renamed into place, not yet published."""
         fs = self.fs
         folder = fs.join(self.root, SOURCE)
@@ -175,7 +175,7 @@ class ArrowStore(Store):
         self._write_part(name, rows)
         self.parts = [(name, _part_layout([[0, "b00000-0.parquet"]], epochs, len(rows), True))]
         self._publish()
-        for part, _ in old:  # as `SourceStore._collect_garbage`, once no pin lists them
+        for part, _ in old:  # as `Snapshots.collect_garbage`, once no pin lists them
             self.fs.delete_tree(self.fs.join(self.root, SOURCE, part))
         return True
 
@@ -360,7 +360,7 @@ def check_restart(data: Path, acked: set[Key], run: Run) -> str | None:
         return f"the log does not recover: {type(err).__name__}: {err}"
     version = store.version
     visible: dict[int, set[Tuple_]] = defaultdict(set)
-    state = store._current().sources.get(SOURCE)
+    state = store._snapshots.current().sources.get(SOURCE)
     for part in () if state is None else state.parts:
         for _bucket, name in part.files:
             try:

@@ -22,20 +22,21 @@ def _present(
 ) -> tuple[set[tuple[int, int]], set[tuple[int, int]], int]:
     """(fetch_columns' tuples, fetch's tuples, how many rows fetch_columns answered);
     checks that fetch_columns read the stamps or not, as `bare` says."""
-    frame = store._frame
+    reads = store._reads  # the store's fetcher
+    frame = reads.operations
     asked: list[bool] = []
 
     def spy(*args: Any, **kwargs: Any) -> Any:
         asked.append(kwargs.get("stamps", True))
         return frame(*args, **kwargs)
 
-    store._frame = spy  # type: ignore[method-assign]
+    reads.operations = spy  # type: ignore[method-assign]
     try:
         with store.pinned() as pin:
             _, table = store.fetch_columns("s", ("k",), keys, at=pin)
             _, tuples = store.fetch("s", ("k",), keys, at=pin)
     finally:
-        store._frame = frame  # type: ignore[method-assign]
+        reads.operations = frame  # type: ignore[method-assign]
     assert asked == [not bare, True], asked
     assert not isinstance(table, list), "two int attributes answer as an Arrow table"
     assert table.column_names == ["c0", "c1"]

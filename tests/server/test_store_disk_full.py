@@ -98,7 +98,7 @@ def test_a_full_store_disk_fails_flushes_and_compactions_until_space_is_back(
         assert f"the store stays at version {second}" in failure.getMessage()
         assert s.store.version == second
         filler.unlink()
-        while s.store.version < fourth or len(s.store._snapshot.sources["a"].parts) > 1:
+        while s.store.version < fourth or len(s.store._snapshots.current().sources["a"].parts) > 1:
             assert time.monotonic() < end, "no flush and compaction once space was back"
             time.sleep(0.1)
         assert s.tail.batches == []
