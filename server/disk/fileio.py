@@ -1,6 +1,6 @@
 """The one file interface of the write-ahead log and of a local store.
 
-Everything `wal.WriteAheadLog` and `store_fs.LocalFS` do to files and folders goes through a
+Everything `wal.WriteAheadLog` and `store.fs.LocalFS` do to files and folders goes through a
 `FileIO`: creating, appending, truncating and fsyncing a file, fsyncing a folder, listing,
 renaming and deleting. Production uses `OS_FILES` (plain `os` calls); the power-cut tests put a
 recording layer in its place (tests/server/crash_fs.py) that can compute what a power cut at any

@@ -13,7 +13,7 @@ Numbering rows would take a pass of its own, so this one does not: a row that do
 fails the job (`raise_error` with `BAD_MARKER`) and the part is deleted; the scheduler then
 publishes nothing and calls `refusal`, which finds the first bad row with the slow pass below.
 A file changed during the load is refused: the stamps (size, modification time) of the files
-Spark read are taken before Spark lists them and again after the pass (`load_files`). A CSV
+Spark read are taken before Spark lists them and again after the pass (`load.files`). A CSV
 header is line 1 of each file, which the pass cannot tell by number: it takes the lines of a
 file's first block that have the text of its first line (read on the driver), and counts them;
 more than one per file (a data line equal to the header) makes `run` discard the part and
@@ -32,7 +32,7 @@ The slow pass (`prepare`), which numbers the rows:
    pass 2 saw, fails that job (`raise_error`), so a file edited during the load is refused
    rather than half loaded.
 
-How each format is read and typed, and the values it accepts: `load_formats`.
+How each format is read and typed, and the values it accepts: `load.formats`.
 """
 
 from __future__ import annotations
@@ -269,7 +269,7 @@ class LoadJob:
         heads: int | None = None
         with self.failures(path):
             files = InputFiles(self.spark, path)
-            # Before Spark lists the files: see `load_files`.
+            # Before Spark lists the files: see `load.files`.
             before = files.stamps()
             if fmt == "parquet":
                 df = parquet_frame(self.spark, path, schema)
@@ -282,28 +282,7 @@ class LoadJob:
                 )
                 inputs = lines.inputFiles()
                 if fmt == "csv":
-                    opts = csv_options(options)
-                    first = {uri: files.first_line(uri) for uri in inputs}
-                    found = {uri: line for uri, line in first.items() if line is not None}
-                    header = opts["header"].lower() == "true"
-                    # Line 1 of a file is in its first block; a later line of that block with
-                    # the same text would be taken too, which the count of header lines shows
-                    # (`run` then numbers the lines to tell them apart).
-                    head = (
-                        (F.col("_block") == 0) & F.col("value").isin(*set(found.values()))
-                        if header and found
-                        else F.lit(False)
-                    )
-                    marked = lines.withColumn("_head", head)
-                    observed = marked.observe(
-                        observation,
-                        F.count_if(~F.col("_head") & (F.col("value") != "")).alias("rows"),
-                        F.count_if(F.col("_head")).alias("heads"),
-                    )
-                    heads = len(found) if header else None
-                    checked = csv_rows(
-                        observed, found if header else {}, opts, source, schema, F.col("_head")
-                    )
+                    checked, heads = _csv_one_pass(lines, files, inputs, options, source, schema, observation)
                 else:
                     observed = lines.observe(
                         observation, F.count_if(F.trim(F.col("value")) != "").alias("rows")
@@ -530,6 +509,39 @@ class LoadJob:
             F.col("_before").isNull().alias("_changed"),
         )
         return lines, heads
+
+
+def _csv_one_pass(
+    lines: DataFrame,
+    files: InputFiles,
+    inputs: list[str],
+    options: Mapping[str, str],
+    source: str,
+    schema: SourceSchema,
+    observation: Observation,
+) -> tuple[DataFrame, int | None]:
+    """The one pass's typed rows of a CSV load's `lines` (value, _block) from the files
+    `inputs`, counted by `observation`; and how many header lines the pass should take (None
+    without a header)."""
+    opts = csv_options(options)
+    first = {uri: files.first_line(uri) for uri in inputs}
+    found = {uri: line for uri, line in first.items() if line is not None}
+    header = opts["header"].lower() == "true"
+    # Line 1 of a file is in its first block; a later line of that block with the same text
+    # would be taken too, which the count of header lines shows (`run` then numbers the lines
+    # to tell them apart).
+    head = (
+        (F.col("_block") == 0) & F.col("value").isin(*set(found.values()))
+        if header and found
+        else F.lit(False)
+    )
+    observed = lines.withColumn("_head", head).observe(
+        observation,
+        F.count_if(~F.col("_head") & (F.col("value") != "")).alias("rows"),
+        F.count_if(F.col("_head")).alias("heads"),
+    )
+    heads = len(found) if header else None
+    return csv_rows(observed, found if header else {}, opts, source, schema, F.col("_head")), heads
 
 
 def _caused_by(err: BaseException | None, marker: str) -> bool:

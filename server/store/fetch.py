@@ -61,7 +61,8 @@ def _request(
     keys: Collection[tuple[Value, ...]],
     filters: Mapping[str, Value],
 ) -> _Request:
-    """KeyError for an unknown attribute, ValueError for a key of the wrong length."""
+    """The fetch of `keys` of `columns` and `filters` from `source` (at `state`), as a
+    `_Request`. KeyError for an unknown attribute, ValueError for a key of the wrong length."""
     types = dict(state.schema)
     for c in (*columns, *filters):
         if c not in types:

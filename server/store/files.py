@@ -35,8 +35,8 @@ def flatten_partitions(fs: StoreFS, tmp: str, buckets: int) -> tuple[tuple[int, 
 
 
 def flatten_bucket_dirs(fs: StoreFS, tmp: str) -> tuple[tuple[int, str], ...]:
-    """For a write partitioned by `BUCKET_DIR_COLUMN`: the files under `<BUCKET_DIR_COLUMN>=<b>/` move up
-    as bucket b's. Returns (bucket, file name) pairs, sorted."""
+    """For a write partitioned by `BUCKET_DIR_COLUMN`: the files under `_bucket_dir=<b>/` move
+    up as bucket b's. Returns (bucket, file name) pairs, sorted."""
     files: list[tuple[int, str]] = []
     prefix = BUCKET_DIR_COLUMN + "="
     for entry in fs.list_dir(tmp):
