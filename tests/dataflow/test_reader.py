@@ -73,9 +73,11 @@ def test_lookups_match_from_scratch(reader_key: tuple, history: list, data: st.D
             want = {row for row in after if tuple(row[c] for c in reader_key) == key}
             assert len(rows) == len(set(rows))
             assert set(rows) == want
-        for key in asked:  # keys asked before stay correct
+        for key in asked:  # keys asked before stay present (nothing evicts here) and correct
             want = {row for row in after if tuple(row[c] for c in reader_key) == key}
-            assert set(circuit.reader.read(key) or []) == want
+            held = circuit.reader.read(key)
+            assert held is not None, f"asked key {key} went missing"
+            assert set(held) == want
 
 
 def test_full_reader_answers_empty_for_unknown_key() -> None:
@@ -96,7 +98,65 @@ def test_topological_order_inputs_first() -> None:
             assert position[id(parent)] < position[id(node)]
     assert topological_order([circuit.reader]) == order
     assert set(circuit.relations()) == {"r", "s"}
-    assert "Reader" in circuit.explain()
+
+
+def by_b(store: Store) -> Circuit:
+    """r(a,b) ⋈ s(b,c) projected to (b, c), read by b: keyed on the join column, so the
+    sources, the join, the distinct and the reader are all partial by b."""
+    join = Join(store.index("r", (1,), True), store.index("s", (0,), True), (1,), (0,), partial=True)
+    proj = Map(join, ("b", "c"), [Column(1), Column(2)])
+    distinct = DistinctIncremental(proj, (0,), partial=True)
+    return Circuit(Reader(distinct, (0,), partial=True))
+
+
+def explained(circuit: Circuit) -> list[tuple[str, str]]:
+    """`Circuit.explain()` parsed: (node path, description) per line."""
+    lines = [line.split(": ", 1) for line in circuit.explain().splitlines()]
+    assert all(len(parts) == 2 for parts in lines), circuit.explain()
+    return [(path, text) for path, text in lines]
+
+
+def test_explain_names_each_operator_inputs_first_with_its_keys_and_mode() -> None:
+    """Two circuits over the same sources, one read by a (full: the join is on b), one by b
+    (partial throughout): each line is a node, inputs first, and says what that node is
+    keyed by and whether its state is partial or full, from the parameters it was built with."""
+    store = Store(SCHEMAS)
+    full = build(store, (0,), partial=False)
+    assert explained(full) == [
+        ("0", "SourceIndex(r by (), full)"),
+        ("1", "SourceIndex(s by (), full)"),
+        ("2", "Join(on ('b',), full)"),
+        ("3", "Map('a', 'c')"),
+        ("4", "DistinctIncremental('a', 'c')"),
+        ("5", "Reader('a', 'c')"),
+    ]
+    partial = by_b(store)
+    assert explained(partial) == [
+        ("0", "SourceIndex(r by ('b',), partial)"),
+        ("1", "SourceIndex(s by ('b',), partial)"),
+        ("2", "Join(on ('b',), partial by left ('b',))"),
+        ("3", "Map('b', 'c')"),
+        ("4", "DistinctIncremental('b', 'c')"),
+        ("5", "Reader('b', 'c')"),
+    ]
+    # The paths are the nodes' own, in `nodes` order (inputs first).
+    assert [path for path, _ in explained(partial)] == [
+        ".".join(map(str, n.global_id)) for n in partial.nodes
+    ]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="Reader.describe() (and DistinctIncremental's) name only the schema, not the key "
+    "columns or partial/full; Describe sends those as fields of their own (key, partial). "
+    "Strict: once the description says them, this passes and the marker must go.",
+)
+def test_a_readers_description_says_its_key_and_mode() -> None:
+    store = Store(SCHEMAS)
+    full, partial = build(store, (0,), partial=False).reader, by_b(store).reader
+    # In SourceIndex's words: `by (key columns)` and the mode.
+    assert "by ('a',)" in full.describe() and "full" in full.describe()
+    assert "by ('b',)" in partial.describe() and "partial" in partial.describe()
 
 
 def test_reader_is_a_sink() -> None:

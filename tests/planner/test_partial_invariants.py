@@ -82,19 +82,28 @@ def program_for(seed: int) -> Program | WebProgram:
 
 def run_case(seed: int, steps: int = 30) -> Counter[str]:
     """Runs one case (raises AssertionError with a replayable report on a failure) and
-    returns counts of what it exercised (test_the_driver_reaches_the_hard_shapes)."""
+    returns counts of what it exercised (MUST_SEE), with "cases" 1 once it has run to the end.
+
+    The generators build valid programs with views by construction (random_programs.py,
+    web_programs.py; 0 of seeds 0-599 and 10,000-15,999 fail to compile), so a program
+    the compiler refuses, or one with nothing to look up, is a failure of the case: either
+    the compiler refuses a valid program or a generator has changed, and a seed that
+    silently ran nothing would leave the sweep passing vacuously."""
     seen: Counter[str] = Counter()
     rng = random.Random(seed)
     source_program = program_for(seed)
     text = source_program.pomo()
     try:
         program = compile_program(text)
-    except ProgramError:
-        return seen
+    except ProgramError as err:
+        why = "valid but unsupported by this build: generate it differently" if err.unsupported else "a bug"
+        raise AssertionError(
+            f"seed {seed}: the compiler refused a generated (valid) program ({why})\n"
+            f"--- program ---\n{text}\n--- error ---\n{err}"
+        ) from None
     model = Model(program)
     derived = sorted(n for n, r in program.relations.items() if r.kind == "derived")
-    if not derived:
-        return seen
+    assert derived, f"seed {seed}: the generated program has no derived relation to look up\n{text}"
     log: list[str] = []
     pending: list[Pending] = []
 
@@ -209,6 +218,7 @@ def run_case(seed: int, steps: int = 30) -> Counter[str]:
             f"seed {seed}\n--- program ---\n{text}\n--- steps ---\n" + "\n".join(log)
             + "\n--- failure ---\n" + traceback.format_exc()
         ) from None
+    seen["cases"] += 1
     return seen
 
 
@@ -270,8 +280,10 @@ MUST_SEE = (
 @pytest.mark.parametrize("block", range(8))
 def test_partial_state_matches_full_under_interleavings(block: int) -> None:
     seen: Counter[str] = Counter()
-    for seed in range(block, CI_CASES, 8):
+    seeds = range(block, CI_CASES, 8)
+    for seed in seeds:
         seen.update(run_case(seed))
+    assert seen["cases"] == len(seeds) == CI_CASES // 8, f"{seen['cases']} of {len(seeds)} cases ran"
     missed = [what for what in MUST_SEE if not seen[what]]
     assert not missed, f"never exercised: {missed}"
 
@@ -279,8 +291,11 @@ def test_partial_state_matches_full_under_interleavings(block: int) -> None:
 @pytest.mark.slow
 def test_partial_state_sweep() -> None:
     count = int(os.environ.get("POMOVIEW_PARTIAL_SWEEP", "2000"))
+    assert count > 0, "POMOVIEW_PARTIAL_SWEEP must be a positive number of cases"
+    seen: Counter[str] = Counter()
     for seed in range(10_000, 10_000 + count):
-        run_case(seed, steps=40)
+        seen.update(run_case(seed, steps=40))
+    assert seen["cases"] == count, f"{seen['cases']} of {count} cases ran"
 
 
 if __name__ == "__main__":

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -265,8 +264,10 @@ def test_a_file_changed_after_validation_is_refused_when_written(spark: Any, tmp
     path.write_text("article_id,user_id\n1,2\n3,4\n")
     with LoadJob(spark) as job:
         prepared = job.prepare(str(path), "", {}, "src", VOTE)
-        time.sleep(0.01)
+        validated = path.stat()
         path.write_text("article_id,user_id\n1,2\n3,x\n5,6\n")
+        # Another size, and a modification time surely apart (not a sleep's worth of clock).
+        os.utime(path, ns=(validated.st_atime_ns, validated.st_mtime_ns + 2_000_000_000))
         with pytest.raises(FailedPrecondition, match="changed while it was being loaded"):
             with job.failures(str(path)):
                 prepared.rows.collect()
@@ -417,6 +418,39 @@ def test_failed_store_write_publishes_nothing(
     assert votes_of(s, 1) == [{"id": 1, "title": "a", "votes": 1}]
 
 
+class WatchedLock:
+    """The scheduler's write lock, wrapped: `blocked` is set when the thread named `waiter`
+    finds the lock held and waits for it (and `on_block` is called)."""
+
+    def __init__(self, lock: Any, waiter: str, on_block: Any) -> None:
+        self._lock = lock
+        self._waiter = waiter
+        self._on_block = on_block
+        self.blocked = threading.Event()
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        if self._lock.acquire(blocking=False):
+            return True
+        if not blocking:
+            return False
+        if threading.current_thread().name == self._waiter:
+            self.blocked.set()
+            self._on_block()
+        return bool(self._lock.acquire(True, timeout))
+
+    def release(self) -> None:
+        self._lock.release()
+
+    def locked(self) -> bool:
+        return bool(self._lock.locked())
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
 def test_writes_wait_for_a_load_in_progress(scheduler: Scheduler, tmp_path: Path) -> None:
     s = scheduler
     s.write([("article", [row(id=1, title="a")], [])])
@@ -432,17 +466,27 @@ def test_writes_wait_for_a_load_in_progress(scheduler: Scheduler, tmp_path: Path
         return real_load(*args, **kwargs)
 
     s.store.stage_load = slow_load  # type: ignore[method-assign]
+    # The writer either blocks on the write lock (held by the load, in its write phase) or,
+    # were the load not holding it, commits: `moved` is set by whichever happens first.
+    moved = threading.Event()
+    watched = WatchedLock(s._write_lock, "writer", moved.set)
+    s._write_lock = watched  # type: ignore[assignment]
     result: list[Any] = []
     loader = threading.Thread(target=lambda: result.append(s.load("vote", str(path))))
     loader.start()
     assert in_write_phase.wait(120)
     epochs: list[int] = []
-    writer = threading.Thread(
-        target=lambda: epochs.append(s.write([("vote", [row(article_id=1, user_id=500)], [])]))
-    )
+
+    def write() -> None:
+        epochs.append(s.write([("vote", [row(article_id=1, user_id=500)], [])]))
+        moved.set()
+
+    writer = threading.Thread(target=write, name="writer")
     writer.start()
-    time.sleep(0.5)
-    assert not epochs  # the write waits for the load's epoch to be committed
+    assert moved.wait(120), "the write neither committed nor waited for the write lock"
+    # The write waits for the load's epoch to be committed: it is blocked on the lock the
+    # load holds, and has no epoch.
+    assert watched.blocked.is_set() and not epochs, epochs
     # Lookups go on meanwhile, at the epoch before the load.
     assert votes_of(s, 1) == [{"id": 1, "title": "a", "votes": 0}]
     release.set()
