@@ -22,7 +22,7 @@ from pomoview.server.errors import DeadlineExceeded, InvalidArgument, NotFound, 
 from pomoview.server.reads.subscriptions import Subscription
 from pomoview.server.reads.upquery_jobs import Ticket
 from pomoview.server.scheduler.scheduler_state import SchedulerState
-from pomoview.server.scheduler.write_rows import TypedRow, _coerce
+from pomoview.server.scheduler.write_rows import TypedRow, coerce_typed
 from pomoview.server.spark.deadline import SparkTimeout
 from pomoview.server.spark.session import SparkSessionLost, spark_error_reason
 from pomoview.server.store.source_store import Pin
@@ -212,8 +212,7 @@ class LookupRounds(SchedulerState):
     def _run_spark_fetch(self, pending: FetchRequest, pin: object) -> Prefetched:
         """One keyed Spark job over the Parquet store at the pinned snapshot `pin`, run without
         any scheduler lock."""
-        with self._counter_lock:
-            self.counters.spark_jobs += 1
+        self.counters.add_spark_job()
         with self.metrics.spark_job_seconds.time():
             return self._spark_fetch(pending, pin)
 
@@ -322,8 +321,7 @@ class LookupRounds(SchedulerState):
             for ticket in tickets:
                 ticket.release()
         if missed:
-            with self._counter_lock:
-                self.counters.upqueries += 1
+            self.counters.add_upquery()
             self.metrics.lookup_misses.inc()
             self.metrics.upquery_seconds.observe(time.perf_counter() - started)
         else:
@@ -397,7 +395,7 @@ class LookupRounds(SchedulerState):
                 kind, raw = k[a]
                 # Hits come here for every key of every read: the message of a bad key is
                 # only formatted for a bad key.
-                values.append(raw if kind == t else _coerce(k[a], t, f"keys[{i}].{a}"))
+                values.append(raw if kind == t else coerce_typed(k[a], t, f"keys[{i}].{a}"))
             key_tuples.append(tuple(values))
         return relation, key_attrs, key_tuples
 

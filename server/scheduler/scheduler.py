@@ -117,7 +117,6 @@ class Scheduler(WritePath, LookupRounds, Flusher, TimePath):
         # The program's one dataflow graph; a new one at every install (built lazily).
         self.graph: ProgramGraph | None = None
         self.counters = Counters()
-        self._counter_lock = threading.Lock()
         self._write_lock = threading.Lock()
         self._last_assigned: int = 0  # highest epoch handed to the log, whether or not it committed
         self._dataflow = threading.Condition(threading.Lock())

@@ -37,7 +37,6 @@ class SchedulerState:
     applied_epoch: int
     durable_epoch: int
     _spark: Callable[[], object]
-    _counter_lock: threading.Lock
     _write_lock: threading.Lock
     _last_assigned: int
     _dataflow: threading.Condition
