@@ -36,6 +36,7 @@ from pomoview.server.limits.requests import Limits
 from pomoview.server.load import bulk_load
 from pomoview.server.reads.lookup_rounds import LookupRounds
 from pomoview.server.reads.overlay import LogTail
+from pomoview.server.reads.spark_fetch import SparkFetch
 from pomoview.server.reads.subscriptions import DEFAULT_BUFFER_ROWS, Subscriptions
 from pomoview.server.reads.upquery_jobs import UpqueryJobs
 from pomoview.server.scheduler.counters import Counters, ReaderInfo, Stats
@@ -131,7 +132,7 @@ class Scheduler(WritePath, LookupRounds, Flusher, TimePath):
         self._seq = 0
         # Keyed Spark jobs, one at a time per source channel, shared by concurrent misses.
         self.upquery_jobs = UpqueryJobs(
-            self._run_spark_fetch,
+            SparkFetch(self.store, self._require_program, spark, self.counters, self.metrics).run,
             self._pin_for_upquery,
             self._unpin_upquery,
             linger=UPQUERY_LINGER,
