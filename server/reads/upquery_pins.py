@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from types import MappingProxyType
 
 from pomoview.server.store.source_store import Pin, SourceStore
@@ -16,15 +17,24 @@ class UpqueryPins:
     An upquery's answer at store version v is advanced to the applied epoch with the log
     tail's batches after v, so the flusher must not trim the tail past v while any lookup
     may still read that answer (`UpqueryJobs` holds the pin until the last such lookup
-    ends). The flusher reads the pinned versions through `held` to bound its trim.
+    ends). The flusher reads the pinned versions through `frozen` to bound its trim.
 
-    Guarded by the dataflow lock (`lock`), which the flusher trims the tail under: a pin
-    and its version are registered before the trim reads them, or after it is done.
+    These have their own lock, not the dataflow lock, so that a cold lookup takes the
+    dataflow lock only for its rounds. Lock order: the dataflow lock, then this one (the
+    flusher's trim holds both), then the store's own.
+
+    Why a pin needs no dataflow lock: `pin` reads the store's version and registers it in
+    one step under this lock, and the flusher publishes a new store version before it trims,
+    then computes its bound (the lowest of the store's version and the pinned versions) and
+    trims the tail while it holds this lock. A pin either registered before the trim read
+    the pins, and is kept, or reads the store's version after the trim released them: a
+    version at least the published one, which is at least the bound, so the tail still
+    holds every batch after it.
     """
 
-    def __init__(self, store: SourceStore, lock: threading.Condition) -> None:
+    def __init__(self, store: SourceStore) -> None:
         self._store = store
-        self._lock = lock
+        self._lock = threading.Lock()
         self._versions: Counter[int] = Counter()
 
     def pin(self) -> Pin:
@@ -49,6 +59,9 @@ class UpqueryPins:
         with self._lock:
             return dict(self._versions)
 
-    def held(self) -> Mapping[int, int]:
-        """The pinned versions (caller holds the dataflow lock)."""
-        return MappingProxyType(self._versions)
+    @contextlib.contextmanager
+    def frozen(self) -> Iterator[Mapping[int, int]]:
+        """The pinned versions, which no pin or unpin changes until the block ends (take it
+        after the dataflow lock, never before)."""
+        with self._lock:
+            yield MappingProxyType(self._versions)

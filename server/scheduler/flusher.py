@@ -34,7 +34,7 @@ class Flusher:
 
     `lock` is held for a whole flush (one at a time); an install and a bulk load take it
     too, before the write lock (`write_lock`, which a flush takes to rotate the log). The
-    tail is trimmed under the dataflow lock, which also guards the pins (`UpqueryPins`).
+    trim of the tail takes the dataflow lock, then the pins' (see `UpqueryPins`).
     """
 
     def __init__(
@@ -152,12 +152,13 @@ class Flusher:
 
         The overlay reads the in-memory tail (lookups.py): a running lookup needs every
         batch after the version of each snapshot it pinned (`UpqueryPins`), until it ends.
-        The log on disk is read only at restart, from the store's version on; it is trimmed
-        to the same bound, its segments whole.
+        The store published its version before this runs, so a pin taken after the pins
+        are read below is at that version or later (see `UpqueryPins`). The log on disk is
+        read only at restart, from the store's version on; it is trimmed to the same bound,
+        its segments whole.
         """
-        with self._view.lock:
+        with self._view.lock, self._pins.frozen() as pinned:
             durable = self._store.version
-            pinned = self._pins.held()
             bound = min(durable, min(pinned, default=durable))
             assert all(bound <= v for v in pinned), "the tail must outlive the pins"
             self._view.tail.trim_through(bound)

@@ -15,9 +15,10 @@ and transient sources. What they share is the view state (view_state.py).
 
 Locks, always taken in this order: the flusher's (`Flusher.lock`, one flush, install or
 load at a time), the write lock (`WritePath.lock`: epoch counter, log submission), the
-dataflow lock (`ViewState.lock`: the graph, the applied epoch, the log tail, the upquery
-pins), then the store's own. The log's own lock is taken under the write lock and itself
-takes the apply queue's (`Applier.on_durable`).
+dataflow lock (`ViewState.lock`: the graph, the applied epoch, the log tail), the pins'
+(`UpqueryPins`), then the store's own. The log's own lock is taken under the write lock
+and itself takes the apply queue's (`Applier.on_durable`). A cold lookup takes the
+dataflow lock only for its rounds: its jobs pin the store under the pins' lock alone.
 """
 
 from __future__ import annotations
@@ -158,7 +159,7 @@ class Scheduler:
             self.store.version,
             len(view.tail.batches),
         )
-        self.upquery_pins = UpqueryPins(self.store, view.lock)
+        self.upquery_pins = UpqueryPins(self.store)
         # Keyed Spark jobs, one at a time per source channel, shared by concurrent misses.
         self.upquery_jobs = UpqueryJobs(
             SparkFetch(self.store, view.require_program, spark, self.counters, self.metrics).run,
