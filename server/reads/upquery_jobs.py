@@ -10,8 +10,8 @@ while a lone miss waits only `linger`.
 So 100 lookups that miss at once on one source cost two Spark jobs (the first miss's, then
 one for the other 99), not 100; and 100 lookups of one cold key cost one.
 
-Snapshots: a job pins the store when it starts (`JobPins.pin`, which also keeps the log tail
-after that version: see `LookupRounds._fetch_from`). Its answer is used by every lookup that
+Snapshots: a job pins the store when it starts (`UpqueryPins.pin`, which also keeps the log
+tail after that version: see `Lookups._fetch_from`). Its answer is used by every lookup that
 waited on it, in rounds after the job has ended, so the pin is reference counted: the job
 holds one reference while it runs and each waiting lookup one until the lookup ends
 (`Ticket.release`). The last release unpins.

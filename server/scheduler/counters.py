@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 
 from pomoview.dataflow.introspect import NodeInfo
@@ -9,8 +10,20 @@ from pomoview.dataflow.introspect import NodeInfo
 
 @dataclass
 class Counters:
+    """Lookups that upqueried, and keyed Spark jobs run; counted from many threads (read
+    without the lock: a reader sees one count or the next)."""
+
     upqueries: int = 0
     spark_jobs: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
+
+    def add_upquery(self) -> None:
+        with self._lock:
+            self.upqueries += 1
+
+    def add_spark_job(self) -> None:
+        with self._lock:
+            self.spark_jobs += 1
 
 
 @dataclass

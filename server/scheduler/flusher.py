@@ -4,27 +4,70 @@ and what no running upquery still needs, and compacts the store."""
 from __future__ import annotations
 
 import logging
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-from pomoview.server.scheduler.scheduler_state import SchedulerState
+from pomoview.server.reads.upquery_pins import UpqueryPins
+from pomoview.server.scheduler.metrics import Metrics
+from pomoview.server.scheduler.view_state import ViewState
 from pomoview.server.spark.deadline import SparkTimeout
 from pomoview.server.spark.session import SparkProviderStopped
 from pomoview.server.store.manifest import StoreWriteError
+from pomoview.server.store.source_store import SourceStore
+from pomoview.server.temporal.time_path import TimePath
 from pomoview.server.types import LoggedBatch
+from pomoview.server.wal.wal import WriteAheadLog
 
 log = logging.getLogger("pomoview.scheduler")
 
+# The flusher compacts a source once it has this many parts (or parts clustered otherwise
+# than the source is now), at most once every `compact_interval` seconds.
+COMPACT_MIN_PARTS = 8
+COMPACT_INTERVAL = 0.0
 
-class Flusher(SchedulerState):
-    data_dir: Path
 
-    # The flusher compacts a source once it has this many parts (or parts clustered otherwise
-    # than the source is now), at most once every `compact_interval` seconds.
-    compact_min_parts = 8
-    compact_interval = 0.0
+class Flusher:
+    """Flushes every `flush_interval` seconds (`flush_loop`, until `stopping` is set), and
+    compacts; `flush` and `compact` also run on demand.
 
-    def _flush_loop(self) -> None:
+    `lock` is held for a whole flush (one at a time); an install and a bulk load take it
+    too, before the write lock (`write_lock`, which a flush takes to rotate the log). The
+    trim of the tail takes the dataflow lock, then the pins' (see `UpqueryPins`).
+    """
+
+    def __init__(
+        self,
+        view: ViewState,
+        pins: UpqueryPins,
+        store: SourceStore,
+        wal: WriteAheadLog,
+        write_lock: threading.Lock,
+        time_path: TimePath,
+        metrics: Metrics,
+        spark: Callable[[], object],
+        data_dir: Path,
+        stopping: threading.Event,
+        *,
+        flush_interval: float,
+    ) -> None:
+        self._view = view
+        self._pins = pins
+        self._store = store
+        self._wal = wal
+        self._write_lock = write_lock
+        self._time = time_path
+        self._metrics = metrics
+        self._spark = spark
+        self._data_dir = data_dir
+        self._stopping = stopping
+        self.flush_interval = flush_interval
+        self.compact_min_parts = COMPACT_MIN_PARTS
+        self.compact_interval = COMPACT_INTERVAL
+        self.lock = threading.Lock()  # one flush at a time
+
+    def flush_loop(self) -> None:
         last_compaction = time.monotonic()
         while not self._stopping.wait(self.flush_interval):
             try:
@@ -48,8 +91,8 @@ class Flusher(SchedulerState):
                 "%s did not run: the server is stopping; the store stays at version %d, the log "
                 "keeps every epoch after it (through %d)",
                 what,
-                self.store.version,
-                self.durable_epoch,
+                self._store.version,
+                self._view.durable_epoch,
             )
             return
         known = isinstance(err, (StoreWriteError, SparkTimeout))
@@ -59,8 +102,8 @@ class Flusher(SchedulerState):
             what,
             self.flush_interval,
             err if known else f"{type(err).__name__}: {err}",
-            self.store.version,
-            self.durable_epoch,
+            self._store.version,
+            self._view.durable_epoch,
             exc_info=not known,
         )
         if known:
@@ -69,54 +112,57 @@ class Flusher(SchedulerState):
     def flush(self) -> int:
         """Moves the applied batches the store lacks into Parquet, then trims the log;
         returns the store's version."""
-        with self._dataflow:
+        view = self._view
+        with view.lock:
             pending = self._unflushed()
-        if any(c.inserts or c.deletes for b in self._storable(pending) for c in b.changes.values()):
+        if any(c.inserts or c.deletes for b in self._time.storable(pending) for c in b.changes.values()):
             # The session first, outside the flush lock, which an install takes: an install
             # must not wait behind a flush that waits for the JVM to boot (a minute, at worst).
             # Only rows bound for Parquet need Spark (transient sources' never go there).
             self._spark()
-        with self._flushing:
+        with self.lock:
             started = time.perf_counter()
-            with self._dataflow:
+            with view.lock:
                 batches = self._unflushed()
                 # The @next state at the last of them (the applied epoch), if the program has any.
-                checkpoint = self._time_checkpoint() if batches else None
+                checkpoint = self._time.checkpoint() if batches else None
             if batches:
                 if checkpoint is not None:
                     # Durable before the store publishes its epoch: the checkpoint is never
                     # behind the store, whose log tail replays it forward (time_state.py).
                     assert checkpoint.epoch == batches[-1].epoch, (checkpoint.epoch, batches[-1].epoch)
-                    checkpoint.write(self.data_dir)
+                    checkpoint.write(self._data_dir)
                 with self._write_lock:
-                    self.wal.rotate()
-                self.store.flush(self._storable(batches))
-                assert checkpoint is None or checkpoint.epoch >= self.store.version
+                    self._wal.rotate()
+                self._store.flush(self._time.storable(batches))
+                assert checkpoint is None or checkpoint.epoch >= self._store.version
             durable = self._truncate_log()
             if batches:  # an idle flush every interval would only bury the real ones near 0
-                self.metrics.flush_seconds.observe(time.perf_counter() - started)
+                self._metrics.flush_seconds.observe(time.perf_counter() - started)
             return durable
 
     def _unflushed(self) -> list[LoggedBatch]:
         """The applied batches the store lacks (under the dataflow lock). The tail may still
         hold flushed batches that a running lookup needs."""
-        stored = self.store.version
-        return [b for b in self.tail.flushable(self.applied_epoch) if b.epoch > stored]
+        stored = self._store.version
+        return [b for b in self._view.tail.flushable(self._view.applied_epoch) if b.epoch > stored]
 
     def _truncate_log(self) -> int:
         """Trims the log behind what is durable in Parquet and what no running upquery needs.
 
-        The overlay reads the in-memory tail (`_fetch_from`): a running lookup needs every
-        batch after the version of each snapshot it pinned (`_upquery_versions`), until it
-        ends. The log on disk is read only at restart, from the store's version on; it is
-        trimmed to the same bound, its segments whole.
+        The overlay reads the in-memory tail (lookups.py): a running lookup needs every
+        batch after the version of each snapshot it pinned (`UpqueryPins`), until it ends.
+        The store published its version before this runs, so a pin taken after the pins
+        are read below is at that version or later (see `UpqueryPins`). The log on disk is
+        read only at restart, from the store's version on; it is trimmed to the same bound,
+        its segments whole.
         """
-        with self._dataflow:
-            durable = self.store.version
-            bound = min(durable, min(self._upquery_versions, default=durable))
-            assert all(bound <= v for v in self._upquery_versions), "the tail must outlive the pins"
-            self.tail.trim_through(bound)
-        self.wal.truncate_through(bound)
+        with self._view.lock, self._pins.frozen() as pinned:
+            durable = self._store.version
+            bound = min(durable, min(pinned, default=durable))
+            assert all(bound <= v for v in pinned), "the tail must outlive the pins"
+            self._view.tail.trim_through(bound)
+        self._wal.truncate_through(bound)
         return durable
 
     def compact(self) -> list[str]:
@@ -124,11 +170,11 @@ class Flusher(SchedulerState):
         jobs, while writes and lookups go on); returns the sources compacted. Compaction
         keeps the content and version of the store: the log is not involved."""
         done = []
-        for source in self.store.compaction_candidates(self.compact_min_parts):
+        for source in self._store.compaction_candidates(self.compact_min_parts):
             if self._stopping.is_set():
                 break
             started = time.perf_counter()
-            if self.store.compact(source):
-                self.metrics.compaction_seconds.observe(time.perf_counter() - started)
+            if self._store.compact(source):
+                self._metrics.compaction_seconds.observe(time.perf_counter() - started)
                 done.append(source)
         return done

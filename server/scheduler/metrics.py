@@ -38,7 +38,7 @@ Gauges (read at scrape time):
 Histograms (seconds; `_bucket`, `_sum` and `_count` series):
 - `pomoview_upquery_seconds`: a lookup that missed, from its start (after waiting for its
   `min_epoch`) until it answered; failed lookups are not observed.
-- `pomoview_spark_job_seconds`: one keyed Spark job of an upquery (`_run_spark_fetch`),
+- `pomoview_spark_job_seconds`: one keyed Spark job of an upquery (`SparkFetch.run`),
   shared by the misses it coalesced; failed jobs included. A source with nothing flushed
   into Parquet yet is answered without Spark, in well under a millisecond.
 - `pomoview_wal_fsync_seconds`: the fsync of one group commit of the write-ahead log.

@@ -1,18 +1,24 @@
-"""The scheduler: owns the program, the write path and the dataflow.
+"""The scheduler: owns the program, the write path and the dataflow, and builds the parts
+that share them.
 
-Write path (DESIGN §4): validate -> assign the next epoch -> append to the
-write-ahead log and fsync -> reply with the epoch -> the dataflow thread
+Write path (DESIGN §4, write_path.py): validate -> assign the next epoch -> append to the
+write-ahead log and fsync -> reply with the epoch -> the dataflow thread (applier.py)
 applies the batch to every reader's circuit, one epoch at a time, in order.
 
-Lookups answer from a reader's state when every key is present; otherwise
-they upquery, on the dataflow lock, through `fetch`: a keyed Spark job over the
-Parquet store at its version v, plus the logged operations in (v, applied].
-The flusher moves applied batches into Parquet, trims the log behind what is
-durable there and what no running upquery still needs, and compacts the store.
+Lookups (reads/lookups.py) answer from a reader's state when every key is present;
+otherwise they upquery, in rounds on the dataflow lock: a keyed Spark job over the Parquet
+store at its version v (reads/spark_fetch.py), plus the logged operations in (v, applied].
+The flusher (flusher.py) moves applied batches into Parquet, trims the log behind what is
+durable there and what no running upquery still needs (reads/upquery_pins.py), and
+compacts the store. The time path (temporal/time_path.py) keeps the state of `@next` rules
+and transient sources. What they share is the view state (view_state.py).
 
-Locks, always taken in this order: `_write_lock` (epoch counter, log submission)
-then `_dataflow` (circuits, applied epoch, the log tail). The log's own lock is
-taken under `_write_lock` and itself takes `_queue_ready` (in `_on_durable`).
+Locks, always taken in this order: the flusher's (`Flusher.lock`, one flush, install or
+load at a time), the write lock (`WritePath.lock`: epoch counter, log submission), the
+dataflow lock (`ViewState.lock`: the graph, the applied epoch, the log tail), the pins'
+(`UpqueryPins`), then the store's own. The log's own lock is taken under the write lock
+and itself takes the apply queue's (`Applier.on_durable`). A cold lookup takes the
+dataflow lock only for its rounds: its jobs pin the store under the pins' lock alone.
 """
 
 from __future__ import annotations
@@ -21,11 +27,12 @@ import contextlib
 import logging
 import os
 import threading
-from collections import Counter, deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Generic, TypeVar
 
 from pomoview.dataflow.introspect import NodeInfo
+from pomoview.dataflow.state.keyed_state import Row
 from pomoview.planner.compile import CompiledProgram, ProgramGraph, compile_program
 from pomoview.planner.frontend.errors import ProgramError
 from pomoview.server.disk.fileio import OS_FILES, FileIO
@@ -34,21 +41,26 @@ from pomoview.server.errors import FailedPrecondition, InvalidArgument, NotFound
 from pomoview.server.limits import programs as program_limits
 from pomoview.server.limits.requests import Limits
 from pomoview.server.load import bulk_load
-from pomoview.server.reads.lookup_rounds import LookupRounds
+from pomoview.server.reads.lookups import Lookups, OnAnswer
 from pomoview.server.reads.overlay import LogTail
-from pomoview.server.reads.subscriptions import DEFAULT_BUFFER_ROWS, Subscriptions
+from pomoview.server.reads.spark_fetch import SparkFetch
+from pomoview.server.reads.subscriptions import DEFAULT_BUFFER_ROWS, Subscription, Subscriptions
 from pomoview.server.reads.upquery_jobs import UpqueryJobs
+from pomoview.server.reads.upquery_pins import UpqueryPins
+from pomoview.server.scheduler.applier import Applier
 from pomoview.server.scheduler.counters import Counters, ReaderInfo, Stats
-from pomoview.server.scheduler.flusher import Flusher
+from pomoview.server.scheduler.flusher import COMPACT_INTERVAL, COMPACT_MIN_PARTS, Flusher
 from pomoview.server.scheduler.memory_budget import MemoryBudget, process_rss
 from pomoview.server.scheduler.metrics import Metrics
+from pomoview.server.scheduler.view_state import ViewState
 from pomoview.server.scheduler.write_path import WritePath
+from pomoview.server.scheduler.write_rows import Rows, TypedRow
 from pomoview.server.spark.deadline import WRITE_SETTING, SparkTimeouts, deadline
 from pomoview.server.store.fs import LocalFS
 from pomoview.server.store.source_store import SchemaMismatch, SourceStore
 from pomoview.server.temporal.time_path import TimePath
-from pomoview.server.temporal.time_state import uses_time
-from pomoview.server.types import LoggedBatch, SourceSchema
+from pomoview.server.temporal.time_state import TimeState, uses_time
+from pomoview.server.types import SourceSchema, Value
 from pomoview.server.wal.wal import WriteAheadLog
 
 log = logging.getLogger("pomoview.scheduler")
@@ -69,8 +81,35 @@ _NO_LOAD_WITH_TIME = (
     "whose state steps through every epoch; write the rows with Write instead"
 )
 
+T = TypeVar("T")
 
-class Scheduler(WritePath, LookupRounds, Flusher, TimePath):
+
+class _FlusherSetting(Generic[T]):
+    """A setting of the scheduler's flusher, read and set on the scheduler; on the class,
+    its default (tests read `Scheduler.compact_min_parts`)."""
+
+    def __init__(self, default: T) -> None:
+        self.default = default
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, scheduler: Scheduler | None, owner: type | None = None) -> T:
+        if scheduler is None:
+            return self.default
+        value: T = getattr(scheduler.flusher, self.name)
+        return value
+
+    def __set__(self, scheduler: Scheduler, value: T) -> None:
+        setattr(scheduler.flusher, self.name, value)
+
+
+class Scheduler:
+    # The flusher's settings (flusher.py), which tests change after construction.
+    flush_interval = _FlusherSetting(5.0)
+    compact_min_parts = _FlusherSetting(COMPACT_MIN_PARTS)
+    compact_interval = _FlusherSetting(COMPACT_INTERVAL)
+
     def __init__(
         self,
         data_dir: Path,
@@ -88,102 +127,185 @@ class Scheduler(WritePath, LookupRounds, Flusher, TimePath):
     ) -> None:
         # What one request may ask for (`serve`'s limit flags); Install's are checked here.
         self.limits = Limits() if limits is None else limits
-        # Partial state is evicted when the process's memory grows past this (None: never).
-        self.memory = None if memory_budget is None else MemoryBudget(memory_budget)
-        # Every state full (no partial state): the comparison run of bench/partial_memory.py.
-        self.full_state = full_state
+        # Partial state is evicted when the process's memory grows past this (None: never);
+        # made first, so that its baseline is the RSS before the store and the log are open.
+        memory = None if memory_budget is None else MemoryBudget(memory_budget)
         self.data_dir = Path(data_dir)
         files.makedirs_durably(self.data_dir)  # acknowledged writes will live in it
-        self.flush_interval = flush_interval
         self._spark = spark
-        # A path, or a URI for the store's Hadoop client (which `Path` would mangle).
-        store_root = str(self.data_dir / "store" if store_dir is None else store_dir)
         # The deadlines of the store's Spark jobs: fetches, flushes, compactions, loads.
         self.spark_timeouts = SparkTimeouts() if spark_timeouts is None else spark_timeouts
-        # `files` (tests: a power-cut layer) carries the log and a local store's operations.
-        location = store_root if files is OS_FILES else LocalFS(store_root, files)
-        self.store = SourceStore(location, spark, timeouts=self.spark_timeouts)  # type: ignore[arg-type]
+        self.store = self._open_store(store_dir, files)
         # A registry of this scheduler's own (not the process's global one): tests run several
         # schedulers in one process. `serve` passes one it already exposes.
         self.metrics = Metrics() if metrics is None else metrics
-        self.subscriptions = Subscriptions(
+        subscriptions = Subscriptions(
             subscription_buffer, on_overflow=self.metrics.subscription_overflows.inc
         )
-        self.metrics.subscriptions.set_function(lambda: len(self.subscriptions.open))
+        self.metrics.subscriptions.set_function(lambda: len(subscriptions.open))
         self.wal = WriteAheadLog(
             self.data_dir / "wal", on_fsync=self.metrics.wal_fsync_seconds.observe, files=files
         )
-        self.program: CompiledProgram | None = None
-        # The program's one dataflow graph; a new one at every install (built lazily).
-        self.graph: ProgramGraph | None = None
         self.counters = Counters()
-        self._counter_lock = threading.Lock()
-        self._write_lock = threading.Lock()
-        self._last_assigned: int = 0  # highest epoch handed to the log, whether or not it committed
-        self._dataflow = threading.Condition(threading.Lock())
-        self._queue: deque[LoggedBatch] = deque()
-        self._queue_ready = threading.Condition(threading.Lock())
         self._stopping = threading.Event()
-        self._threads: list[threading.Thread] = []
-        self._flushing = threading.Lock()  # one flush at a time
-        # The store versions running lookups have pinned, with how many pins each: the log tail
-        # keeps every batch after them (see `_truncate_log`). Guarded by `_dataflow`.
-        self._upquery_versions: Counter[int] = Counter()
-        self._seq = 0
+        self.threads: list[threading.Thread] = []  # joined by `stop`
+        # `full_state`: every state full (no partial state), the comparison run of
+        # bench/partial_memory.py.
+        self.view_state = view = self._recover(subscriptions, memory=memory, full_state=full_state)
+        self.time_path = TimePath(view, self.store, self.data_dir)
+        self.time_path.recover()
+        log.info(
+            "recovered: store version %d, %d logged batches after it",
+            self.store.version,
+            len(view.tail.batches),
+        )
+        self.upquery_pins = UpqueryPins(self.store)
         # Keyed Spark jobs, one at a time per source channel, shared by concurrent misses.
         self.upquery_jobs = UpqueryJobs(
-            self._run_spark_fetch,
-            self._pin_for_upquery,
-            self._unpin_upquery,
+            SparkFetch(self.store, view.require_program, spark, self.counters, self.metrics).run,
+            self.upquery_pins.pin,
+            self.upquery_pins.unpin,
             linger=UPQUERY_LINGER,
             max_linger=UPQUERY_MAX_LINGER,
         )
-        self._recover()
+        self.lookups = Lookups(view, self.upquery_jobs, self.time_path, self.metrics, self.counters)
+        self.applier = Applier(view, self.time_path, self._stopping)
+        self.writes = WritePath(view, self.wal, self.metrics, self.time_path, self.applier.on_durable)
+        self.flusher = Flusher(
+            view,
+            self.upquery_pins,
+            self.store,
+            self.wal,
+            self.writes.lock,
+            self.time_path,
+            self.metrics,
+            spark,
+            self.data_dir,
+            self._stopping,
+            flush_interval=flush_interval,
+        )
         self.metrics.watch(self.stats, lambda: self.program.views if self.program is not None else ())
 
     # -- start-up -----------------------------------------------------------------
 
+    def _open_store(self, store_dir: Path | str | None, files: FileIO) -> SourceStore:
+        # A path, or a URI for the store's Hadoop client (which `Path` would mangle).
+        store_root = str(self.data_dir / "store" if store_dir is None else store_dir)
+        # `files` (tests: a power-cut layer) carries the log and a local store's operations.
+        location = store_root if files is OS_FILES else LocalFS(store_root, files)
+        return SourceStore(location, self._spark, timeouts=self.spark_timeouts)  # type: ignore[arg-type]
+
     def _program_path(self) -> Path:
         return self.data_dir / "program.pomo"
 
-    def _recover(self) -> None:
+    def _recover(
+        self, subscriptions: Subscriptions, *, memory: MemoryBudget | None, full_state: bool
+    ) -> ViewState:
+        """The view state at restart: the saved program, and the logged batches after the
+        store's version, all counted as applied."""
         path = self._program_path()
-        if path.exists():
-            self.program = compile_program(path.read_text(), path.name)
-            self._reset_graph()
+        program = compile_program(path.read_text(), path.name) if path.exists() else None
         # Every source ever installed is registered in the store before its first write, so
         # the store knows the schema of everything the log can hold, even of sources the
         # current program no longer declares.
         schemas: dict[str, SourceSchema] = self.store.schemas()
         batches = self.wal.recover(schemas)
         version = self.store.version
-        self.tail = LogTail(version, batches)
-        self.durable_epoch = max(self.wal.last_epoch, version)
-        # No reader exists before the first lookup, so every logged batch counts as applied:
-        # a reader built later reads it through the overlay.
-        self.applied_epoch = self.durable_epoch
-        self._recover_time()
-        log.info(
-            "recovered: store version %d, %d logged batches after it",
-            version,
-            len(self.tail.batches),
+        return ViewState(
+            program,
+            LogTail(version, batches),
+            max(self.wal.last_epoch, version),
+            subscriptions,
+            memory=memory,
+            full_state=full_state,
         )
 
     def start(self) -> None:
-        for target, name in ((self._apply_loop, "dataflow"), (self._flush_loop, "flusher")):
+        for target, name in ((self.applier.run, "dataflow"), (self.flusher.flush_loop, "flusher")):
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
-            self._threads.append(thread)
+            self.threads.append(thread)
 
     def stop(self) -> None:
         self._stopping.set()
-        with self._queue_ready:
-            self._queue_ready.notify_all()
-        for thread in self._threads:
+        self.applier.wake()
+        for thread in self.threads:
             thread.join(timeout=10)
         self.upquery_jobs.close()
         self.wal.close()
         self.metrics.close()
+
+    # -- the view state, as callers read it ---------------------------------------
+
+    @property
+    def program(self) -> CompiledProgram | None:
+        return self.view_state.program
+
+    @property
+    def graph(self) -> ProgramGraph | None:
+        return self.view_state.graph
+
+    @property
+    def applied_epoch(self) -> int:
+        return self.view_state.applied_epoch
+
+    @property
+    def durable_epoch(self) -> int:
+        return self.view_state.durable_epoch
+
+    @property
+    def tail(self) -> LogTail:
+        return self.view_state.tail
+
+    @property
+    def time(self) -> TimeState | None:
+        """The state of the program's `@next` rules and transient sources (time_path.py)."""
+        return self.time_path.state
+
+    # -- writes and reads ---------------------------------------------------------
+
+    def write(self, changes: Sequence[tuple[str, Rows, Rows]]) -> int:
+        """Validates, logs durably and queues one batch; returns its epoch (write_path.py)."""
+        return self.writes.write(changes)
+
+    def lookup(
+        self,
+        view: str,
+        keys: Sequence[TypedRow],
+        min_epoch: int | None = None,
+        timeout: float | None = None,
+        on_answer: OnAnswer | None = None,
+    ) -> tuple[list[list[dict[str, Value]]], int]:
+        """The rows of each key and the epoch they reflect (reads/lookups.py)."""
+        return self.lookups.lookup(view, keys, min_epoch, timeout, on_answer)
+
+    def hits(
+        self,
+        view: str,
+        keys: Sequence[TypedRow],
+        min_epoch: int | None,
+        encode: Callable[[list[Row]], bytes],
+    ) -> tuple[list[bytes], int] | None:
+        """A lookup's answer without any lock when every key is present, else None."""
+        return self.lookups.hits(view, keys, min_epoch, encode)
+
+    def subscribe(
+        self, view: str, keys: Sequence[TypedRow], timeout: float | None = None
+    ) -> tuple[list[dict[str, Value]], int, Subscription]:
+        """The rows of `keys`, their epoch E, and a subscription to their changes after E."""
+        return self.lookups.subscribe(view, keys, timeout)
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        """Ends `sub` and releases its keys (idempotent)."""
+        self.lookups.unsubscribe(sub)
+
+    def flush(self) -> int:
+        """Moves the applied batches into Parquet and trims the log; returns the store's version."""
+        return self.flusher.flush()
+
+    def compact(self) -> list[str]:
+        """Compacts the sources with enough parts; returns them."""
+        return self.flusher.compact()
 
     # -- install ------------------------------------------------------------------
 
@@ -198,10 +320,11 @@ class Scheduler(WritePath, LookupRounds, Flusher, TimePath):
             )
         except ProgramError as err:
             raise (Unimplemented if err.unsupported else InvalidArgument)(str(err)) from None
+        view = self.view_state
         # The flusher's lock first (it takes the write lock inside): a flush's checkpoint of
         # the old program's state never lands after the new program's.
-        with self._flushing, self._write_lock:
-            registry = self._check_transient(program, filename)
+        with self.flusher.lock, self.writes.lock:
+            registry = self.time_path.check_transient(program, filename)
             # The store remembers every source ever installed, so it refuses a source whose
             # declaration changed, whether or not the current program still declares it.
             for name in program.checked.sources:
@@ -209,12 +332,12 @@ class Scheduler(WritePath, LookupRounds, Flusher, TimePath):
                     self.store.ensure_source(name, program.source_schema(name))
                 except SchemaMismatch as err:
                     raise FailedPrecondition(str(err)) from None
-            with self._dataflow:
-                carried = self._carry_time(registry)  # before anything changes: it may fail
+            with view.lock:
+                carried = self.time_path.carry(registry)  # before anything changes: it may fail
                 self._save_program(text)
-                self.program = program
-                self._reset_graph()
-                checkpoint = self._install_time(program, registry, carried)
+                view.program = program
+                view.reset_graph()
+                checkpoint = self.time_path.install(program, registry, carried)
             checkpoint.write(self.data_dir)
         return program
 
@@ -230,54 +353,42 @@ class Scheduler(WritePath, LookupRounds, Flusher, TimePath):
         tmp.replace(path)
         fsync_path(self.data_dir)
 
-    def _require_program(self) -> CompiledProgram:
-        program = self.program
-        if program is None:
-            raise FailedPrecondition("no program is installed; call Install first")
-        return program
-
     # -- introspection ------------------------------------------------------------
-
-    def _reset_graph(self) -> None:
-        """A new, empty graph for the program (caller holds the dataflow lock)."""
-        program = self.program
-        self.graph = None if program is None else ProgramGraph(program, partial=not self.full_state)
-        self.subscriptions.reset("the dataflow was rebuilt (a program install, a bulk load or a failure)")
-        # Even to even, after the new graph is in place: a lookup without the lock that
-        # read the old graph sees the sequence move and takes the locked path.
-        self._seq += 2
 
     def dataflow_nodes(self, view: str | None = None) -> list[NodeInfo]:
         """The dataflow built so far (for `view`'s readers only, when given), inputs first."""
-        program = self._require_program()
+        program = self.view_state.require_program()
         if view is not None and view not in program.views:
             known = ", ".join(sorted(program.views)) or "none"
             raise NotFound(f"no view named {view!r} (views: {known})")
-        with self._dataflow:
-            return [] if self.graph is None else self.graph.graph.node_infos(view)
+        with self.view_state.lock:
+            graph = self.view_state.graph
+            return [] if graph is None else graph.graph.node_infos(view)
 
     def stats(self) -> Stats:
         states = self.dataflow_nodes() if self.program is not None else []
-        with self._dataflow:
-            graph = self.graph.graph if self.graph is not None else None
+        view = self.view_state
+        memory = view.memory
+        with view.lock:
+            graph = view.graph.graph if view.graph is not None else None
             readers = [
-                ReaderInfo(view, key, reader.partial, reader.state.present_keys())
-                for (view, key), reader in (graph.readers.items() if graph else ())  # type: ignore[misc]
+                ReaderInfo(name, key, reader.partial, reader.state.present_keys())
+                for (name, key), reader in (graph.readers.items() if graph else ())  # type: ignore[misc]
             ]
             return Stats(
-                applied_epoch=self.applied_epoch,
-                durable_epoch=self.durable_epoch,
+                applied_epoch=view.applied_epoch,
+                durable_epoch=view.durable_epoch,
                 flushed_epoch=self.store.version,
                 upqueries=self.counters.upqueries,
                 spark_jobs=self.counters.spark_jobs,
                 dropped_deltas=graph.metrics.dropped if graph else 0,
                 readers=readers,
                 states=states,
-                memory_budget=self.memory.budget if self.memory else 0,
+                memory_budget=memory.budget if memory else 0,
                 rss_bytes=process_rss(),
-                baseline_rss_bytes=self.memory.baseline if self.memory else 0,
+                baseline_rss_bytes=memory.baseline if memory else 0,
                 partial_state_bytes=graph.partial_bytes() if graph else 0,
-                eviction_rounds=self.memory.evictions if self.memory else 0,
+                eviction_rounds=memory.evictions if memory else 0,
             )
 
     # -- bulk load ----------------------------------------------------------------
@@ -316,29 +427,7 @@ class Scheduler(WritePath, LookupRounds, Flusher, TimePath):
         store's publish, so no lookup ever answers with E's rows at an earlier epoch, or
         at E without them.
         """
-        program = self._require_program()
-        relation = program.relations.get(source)
-        if relation is None or relation.kind != "source":
-            known = ", ".join(sorted(program.checked.sources)) or "none"
-            raise NotFound(f"no source named {source!r} (sources: {known})")
-        if uses_time(program):
-            raise FailedPrecondition(_NO_LOAD_WITH_TIME.format(source=source))
-        schema = program.source_schema(source)
-        cids = [a for a, t in schema if t == "cid"]
-        if cids:
-            # A load's Spark job checks each value's type but not a CID's text (write_rows does).
-            raise Unimplemented(
-                f"{source!r} has the cid attribute {cids[0]!r}, which a load cannot check yet; "
-                "write its rows with Write"
-            )
-        # The checks that need no Spark, before waiting for it (its JVM may still be booting):
-        # a request that names no readable file, or a bad format or option, is refused at once.
-        bulk_load.check_path(path)
-        resolved = bulk_load.resolve_format(path, fmt)
-        if resolved == "csv":
-            bulk_load.csv_options(options or {})
-        elif options:
-            raise InvalidArgument(f"{resolved} takes no options (given: {', '.join(sorted(options))})")
+        schema = self._loadable(source, path, fmt, options)
         try:
             spark = self._spark()
         except Exception as err:
@@ -362,21 +451,51 @@ class Scheduler(WritePath, LookupRounds, Flusher, TimePath):
             self.metrics.epochs_committed.inc()
         return loaded
 
+    def _loadable(
+        self, source: str, path: str, fmt: str, options: Mapping[str, str] | None
+    ) -> SourceSchema:
+        """`source`'s schema, once the checks of a load that need no Spark have passed."""
+        program = self.view_state.require_program()
+        relation = program.relations.get(source)
+        if relation is None or relation.kind != "source":
+            known = ", ".join(sorted(program.checked.sources)) or "none"
+            raise NotFound(f"no source named {source!r} (sources: {known})")
+        if uses_time(program):
+            raise FailedPrecondition(_NO_LOAD_WITH_TIME.format(source=source))
+        schema = program.source_schema(source)
+        cids = [a for a, t in schema if t == "cid"]
+        if cids:
+            # A load's Spark job checks each value's type but not a CID's text (write_rows does).
+            raise Unimplemented(
+                f"{source!r} has the cid attribute {cids[0]!r}, which a load cannot check yet; "
+                "write its rows with Write"
+            )
+        # Before waiting for Spark (its JVM may still be booting): a request that names no
+        # readable file, or a bad format or option, is refused at once.
+        bulk_load.check_path(path)
+        resolved = bulk_load.resolve_format(path, fmt)
+        if resolved == "csv":
+            bulk_load.csv_options(options or {})
+        elif options:
+            raise InvalidArgument(f"{resolved} takes no options (given: {', '.join(sorted(options))})")
+        return schema
+
     def _load_locked(self, job: bulk_load.LoadJob, plan: bulk_load.Plan) -> tuple[int, int]:
         """`load` under the flusher's lock and the write lock: the load's epoch E is the next
         one, and stays free while the locks are held, so the one pass writes its part at E;
         then the marker, the log's tail, and the part's publication (see `load`)."""
         source, path = plan.source, plan.path
+        view = self.view_state
         # The flusher's lock first (it takes the write lock inside): no flush runs meanwhile.
-        with self._flushing, self._write_lock:
-            now = self.program
+        with self.flusher.lock, self.writes.lock:
+            now = view.program
             if uses_time(now):
                 raise FailedPrecondition(_NO_LOAD_WITH_TIME.format(source=source))
             if now is None or source not in now.checked.sources or now.source_schema(source) != plan.schema:
                 raise FailedPrecondition(
                     f"the program changed during the load of {source!r}; nothing was loaded"
                 )
-            epoch = max(self._last_assigned, self.durable_epoch) + 1
+            epoch = self.writes.next_epoch()
             staged, count = job.run(
                 plan,
                 lambda rows: self.store.stage_load(source, rows, epoch),
@@ -384,20 +503,18 @@ class Scheduler(WritePath, LookupRounds, Flusher, TimePath):
             )
             if count == 0 or staged is None:
                 self.store.discard_load(staged)
-                return 0, self.durable_epoch
+                return 0, view.durable_epoch
             try:
                 try:
-                    marker = self.wal.submit(LoggedBatch(epoch, {}))
-                    self._last_assigned = epoch
-                    marker.wait()
+                    self.writes.log_marker(epoch)
                 except OSError as err:
                     raise Unavailable(f"the write-ahead log could not be written: {err}") from None
-                with self._dataflow:
-                    while self.applied_epoch < self.durable_epoch:
+                with view.lock:
+                    while view.applied_epoch < view.durable_epoch:
                         if self._stopping.is_set():
                             raise Unavailable("the server is stopping; nothing was loaded")
-                        self._dataflow.wait(timeout=0.5)
-                    pending = self.tail.flushable(self.applied_epoch)
+                        view.lock.wait(timeout=0.5)
+                    pending = view.tail.flushable(view.applied_epoch)
                 self.wal.rotate()
                 with job.failures(path):
                     # The store's epochs stay contiguous: the log's batches go in below the load.
@@ -408,16 +525,11 @@ class Scheduler(WritePath, LookupRounds, Flusher, TimePath):
 
             @contextlib.contextmanager
             def publishing() -> Iterator[None]:
-                with self._dataflow:
+                with view.lock:
                     yield  # the store publishes version `epoch` here
-                    self.tail.trim_through(epoch)
-                    self._reset_graph()
-                    self.durable_epoch = self.applied_epoch = epoch
-                    self._seq += 2  # the epoch moved too: no lock-free read spans it
-                    self._dataflow.notify_all()
+                    view.reset_at(epoch)
 
             with job.failures(path):
                 self.store.publish_load(staged, publishing())
             self.wal.truncate_through(epoch)
             return count, epoch
-

@@ -60,6 +60,10 @@ def _coerce(value: TypedValue, expected: str, where: str) -> Value:
     raise InvalidArgument(f"{where}: expected {expected}, got {kind} {raw!r}")
 
 
+# `_coerce` under a public name, for other modules (a lookup types its keys with it).
+coerce_typed = _coerce
+
+
 def _checked_cid(raw: Value, where: str) -> str:
     if not isinstance(raw, str) or not is_cid(raw):
         raise InvalidArgument(f"{where}: {raw!r} is not a CID (CIDv1, base32 text)")

@@ -1,9 +1,9 @@
 """The scheduler's part for time (DESIGN §2): transient sources and `@next` rules.
 
 `TimeState` (time_state.py) holds the program's history-dependent relations at one epoch,
-with the full circuits of its `p@ind` relations. This part keeps it at the applied epoch
-(`_time_ready`), steps it with every applied batch (`_epoch_operations`), answers the
-dataflow's fetches of those relations from it (`_time_fetch`), and checkpoints it.
+with the full circuits of its `p@ind` relations. `TimePath` keeps it at the applied epoch
+(`_ready`), steps it with every applied batch (`epoch_operations`), answers the dataflow's
+fetches of those relations from it (`fetch`), and checkpoints it.
 
 The invariant (see time_state.py), asserted here: the state's epoch and the checkpoint's
 are never behind the store's version, so the log tail always holds the batches that bring
@@ -22,7 +22,8 @@ from pomoview.dataflow.zset import ZSet
 from pomoview.planner.compile import CompiledProgram
 from pomoview.planner.frontend.errors import Diagnostic, ProgramError
 from pomoview.server.errors import FailedPrecondition, Unavailable
-from pomoview.server.scheduler.scheduler_state import SchedulerState
+from pomoview.server.scheduler.view_state import ViewState
+from pomoview.server.store.source_store import SourceStore
 from pomoview.server.temporal.time_state import Checkpoint, TimeState, program_digest, uses_time
 from pomoview.server.types import LoggedBatch
 
@@ -41,45 +42,57 @@ def operations(batch: LoggedBatch) -> dict[str, ZSet[Row]]:
     return ops
 
 
-class TimePath(SchedulerState):
-    data_dir: Path
-    # The program's state across epochs (None when it has neither @next rules nor transient
-    # sources). Guarded by `_dataflow`.
-    time: TimeState | None
-    # Every source any installed program declared transient: kept out of the store forever.
-    transient_sources: frozenset[str]
+class TimePath:
+    """The program's state across epochs, kept at the view state's applied epoch; the
+    checkpoint lives in `data_dir`. Every method but `storable` and `check_transient` is
+    called with the dataflow lock held (`recover` before any other thread runs)."""
+
+    def __init__(self, view: ViewState, store: SourceStore, data_dir: Path) -> None:
+        self._view = view
+        self._store = store
+        self._data_dir = data_dir
+        # The program's state across epochs (None when it has neither @next rules nor
+        # transient sources). Guarded by the dataflow lock.
+        self.state: TimeState | None = None
+        # Every source any installed program declared transient: kept out of the store forever.
+        self.transient_sources: frozenset[str] = frozenset()
+
+    @property
+    def active(self) -> bool:
+        """Whether the program keeps state across epochs (time advances at every write)."""
+        return self.state is not None
 
     # -- start-up and install -----------------------------------------------------------
 
-    def _recover_time(self) -> None:
+    def recover(self) -> None:
         """The state of the recovered program at the checkpoint's epoch (its circuits and
-        the batches after it come at the first use, `_time_ready`)."""
-        program = self.program
-        checkpoint = Checkpoint.read(self.data_dir)
+        the batches after it come at the first use, `_ready`)."""
+        program = self._view.program
+        checkpoint = Checkpoint.read(self._data_dir)
         own = {n for n, r in program.checked.sources.items() if r.transient} if program else set()
         self.transient_sources = frozenset(own | (checkpoint.transient_sources if checkpoint else set()))
-        self.time = None
+        self.state = None
         if not uses_time(program):
             return
         assert program is not None
-        version = self.store.version
+        version = self._store.version
         if checkpoint is not None and checkpoint.program == program_digest(program.text):
             # The invariant: the checkpoint is never behind the store.
             assert checkpoint.epoch >= version, (checkpoint.epoch, version)
-            self.time = TimeState(program, checkpoint.epoch, checkpoint)
+            self.state = TimeState(program, checkpoint.epoch, checkpoint)
         elif checkpoint is not None and checkpoint.epoch >= version:
             # An install that stopped between saving the program and its checkpoint (it was
             # never acknowledged): carry what the earlier program held, as the install does.
-            self.time = TimeState(program, checkpoint.epoch, checkpoint)
+            self.state = TimeState(program, checkpoint.epoch, checkpoint)
         else:
-            self.time = TimeState(program, version)
-        log.info("time state of %d relations recovered at epoch %d", len(program.inductive), self.time.epoch)
+            self.state = TimeState(program, version)
+        log.info("time state of %d relations recovered at epoch %d", len(program.inductive), self.state.epoch)
 
-    def _check_transient(self, program: CompiledProgram, filename: str) -> frozenset[str]:
+    def check_transient(self, program: CompiledProgram, filename: str) -> frozenset[str]:
         """Refuses a source whose transience differs from what earlier programs declared
         (a transient source's tuples were never stored; a persistent one's are); returns
         the registry with `program`'s transient sources."""
-        stored = self.store.schemas()
+        stored = self._store.schemas()
         diagnostics = []
         for name, relation in program.checked.sources.items():
             if relation.transient and name in stored and name not in self.transient_sources:
@@ -98,42 +111,44 @@ class TimePath(SchedulerState):
             raise FailedPrecondition(str(ProgramError(diagnostics, program.text, filename)))
         return self.transient_sources | {n for n, r in program.checked.sources.items() if r.transient}
 
-    def _carry_time(self, registry: frozenset[str]) -> Checkpoint | None:
+    def carry(self, registry: frozenset[str]) -> Checkpoint | None:
         """The current state at the applied epoch, for the next program to carry (caller
         holds the dataflow lock). Raises Unavailable if it cannot be brought there."""
-        if self.time is None:
+        if self.state is None:
             return None
-        self._time_ready()
-        return self.time.checkpoint(registry)
+        self._ready()
+        return self.state.checkpoint(registry)
 
-    def _install_time(
+    def install(
         self, program: CompiledProgram, registry: frozenset[str], carried: Checkpoint | None
     ) -> Checkpoint:
         """Starts the new program's state at the applied epoch, with what `carried` holds
         for relations whose attributes and types are unchanged; returns its checkpoint,
         which the caller writes (caller holds the dataflow lock, and the flusher's)."""
+        applied = self._view.applied_epoch
         self.transient_sources = registry
-        self.time = TimeState(program, self.applied_epoch, carried) if uses_time(program) else None
-        if self.time is None:
-            return Checkpoint(self.applied_epoch, program_digest(program.text), transient_sources=registry)
-        return self.time.checkpoint(registry)
+        self.state = TimeState(program, applied, carried) if uses_time(program) else None
+        if self.state is None:
+            return Checkpoint(applied, program_digest(program.text), transient_sources=registry)
+        return self.state.checkpoint(registry)
 
     # -- the state at the applied epoch -------------------------------------------------
 
-    def _time_ready(self, through: int | None = None) -> None:
+    def _ready(self, through: int | None = None) -> None:
         """Brings the state to `through` (the applied epoch): builds its circuits from the
         store and the log tail if they are gone, then steps them with the logged batches
         after the state's epoch. Caller holds the dataflow lock; Spark jobs may run."""
-        state = self.time
+        state = self.state
         if state is None:
             return
-        through = self.applied_epoch if through is None else through
+        view = self._view
+        through = view.applied_epoch if through is None else through
         # The invariant: the tail holds every batch after the state's epoch.
-        assert state.epoch >= self.tail.base, (state.epoch, self.tail.base)
+        assert state.epoch >= view.tail.base, (state.epoch, view.tail.base)
         try:
             if state.circuits is None:
                 state.build(self._sources_at(state.epoch))
-            for batch in self.tail.batches:
+            for batch in view.tail.batches:
                 if state.epoch < batch.epoch <= through:
                     state.advance(batch, operations)
         except (FailedPrecondition, Unavailable):
@@ -145,55 +160,56 @@ class TimePath(SchedulerState):
     def _sources_at(self, epoch: int) -> Fetch:
         """A Fetch of the persistent sources at `epoch`: a Spark job over the store (at its
         version, which is not after `epoch`), advanced with the logged batches."""
+        view, store = self._view, self._store
 
         def fetch(source: str, cols: tuple[str, ...], keys: list[Key], filters: Filters) -> Iterable[Row]:
-            schema = [a for a, _ in self._require_program().source_schema(source)]
-            with self.store.pinned() as pin:
-                version, tuples = self.store.fetch(source, cols, list(keys), dict(filters), at=pin)  # type: ignore[arg-type]
-            assert self.tail.base <= version <= epoch, (self.tail.base, version, epoch)
+            schema = [a for a, _ in view.require_program().source_schema(source)]
+            with store.pinned() as pin:
+                version, tuples = store.fetch(source, cols, list(keys), dict(filters), at=pin)  # type: ignore[arg-type]
+            assert view.tail.base <= version <= epoch, (view.tail.base, version, epoch)
             positions = [schema.index(c) for c in cols]
             tests = tuple((schema.index(a), v) for a, v in filters)
-            return self.tail.overlay(source, tuples, version, epoch, positions, keys, tests)
+            return view.tail.overlay(source, tuples, version, epoch, positions, keys, tests)
 
         return fetch
 
-    def _time_fetch(
+    def fetch(
         self, source: str, cols: tuple[str, ...], keys: list[Key], filters: Filters
     ) -> list[Row] | None:
         """The dataflow's fetch of a transient source or a `p@next` relation at the applied
         epoch, or None for any other relation (caller holds the dataflow lock)."""
-        state = self.time
+        state = self.state
         if state is None or not state.serves(source):
             return None
-        self._time_ready()
+        self._ready()
         return state.fetch(source, cols, keys, filters)
 
-    def _epoch_operations(self, batch: LoggedBatch) -> dict[str, ZSet[Row]] | None:
+    def epoch_operations(self, batch: LoggedBatch) -> dict[str, ZSet[Row]] | None:
         """The changes `batch` makes to every relation a circuit reads, with the state
         stepped to its epoch; None when the graph must be rebuilt instead (the state was
         behind and caught up, or could not step). Caller holds the dataflow lock."""
-        state = self.time
+        state = self.state
         if state is None:
             return operations(batch)
         try:
-            if state.circuits is not None and state.epoch == self.applied_epoch:
+            if state.circuits is not None and state.epoch == self._view.applied_epoch:
                 return state.advance(batch, operations)
-            self._time_ready(batch.epoch)
+            self._ready(batch.epoch)
         except Exception:
             log.exception("the @next state failed at epoch %d; it is rebuilt at the next use", batch.epoch)
         return None
 
     # -- durability --------------------------------------------------------------------
 
-    def _time_checkpoint(self) -> Checkpoint | None:
+    def checkpoint(self) -> Checkpoint | None:
         """The state at the applied epoch, to write before the store publishes that epoch
         (caller holds the dataflow lock); None when the program keeps no state."""
-        if self.time is None:
+        if self.state is None:
             return None
-        self._time_ready()
-        return self.time.checkpoint(self.transient_sources)
+        self._ready()
+        return self.state.checkpoint(self.transient_sources)
 
-    def _storable(self, batches: list[LoggedBatch]) -> list[LoggedBatch]:
+    def storable(self, batches: list[LoggedBatch]) -> list[LoggedBatch]:
         """The batches without their transient sources' changes: events never enter the store."""
         drop = self.transient_sources
         return [
@@ -202,4 +218,3 @@ class TimePath(SchedulerState):
             else b
             for b in batches
         ]
-

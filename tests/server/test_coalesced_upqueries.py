@@ -135,7 +135,7 @@ def test_concurrent_misses_of_one_key_share_one_job_per_source(tmp_path: Path, s
         assert all(a == [{"id": 5, "title": "a5", "votes": votes[5]}] for a in answers.values())
         assert len(answers) == 10
         # Every lookup released the jobs' pins: nothing holds the log tail any more.
-        _wait_until(lambda: not s._upquery_versions)
+        _wait_until(lambda: not s.upquery_pins.versions)
     finally:
         s.stop()
 
@@ -181,7 +181,7 @@ def test_a_failed_job_fails_every_lookup_waiting_on_it_and_the_next_lookup_works
         s.store.fetch, s.store.fetch_columns = fetch, fetch_columns  # type: ignore[method-assign]
         rows, _ = s.lookup("articleWithVotes", [row(id=3)])
         assert rows == [[{"id": 3, "title": "a3", "votes": votes[3]}]]
-        _wait_until(lambda: not s._upquery_versions)
+        _wait_until(lambda: not s.upquery_pins.versions)
     finally:
         s.stop()
 

@@ -102,7 +102,7 @@ def test_a_chain_is_partial_end_to_end_and_its_dependent_upqueries_take_a_round_
             ("story", [row(id=i, author_id=i % 20, title=f"t{i}") for i in range(100)], []),
             ("comment", [row(cid=c, story_id=c % 100, text=f"x{c}") for c in range(400)], []),
         ])
-        s._wait_applied(first, None)
+        s.view_state.wait_applied(first, None)
         assert s.flush() == first
         jobs = s.counters.spark_jobs
         rows, _ = s.lookup("thread", [row(cid=123)])

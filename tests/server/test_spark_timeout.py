@@ -78,7 +78,7 @@ def test_stalled_upqueries_and_flushes_time_out_and_change_nothing(
         assert s.stats().spark_jobs - jobs <= 2
         assert sum(r.present_keys for r in s.stats().readers) == present  # nothing filled
         settle(spark)
-        assert not s._upquery_versions and s.store._snapshots.pin_count() == 0  # every pin released
+        assert not s.upquery_pins.versions and s.store._snapshots.pin_count() == 0  # every pin released
 
         (stall / "fetch").unlink()
         timeouts.read = 300.0

@@ -86,8 +86,8 @@ def test_a_full_store_disk_fails_flushes_and_compactions_until_space_is_back(
         # The flusher keeps trying, one line each time, and succeeds once space is back.
         s.flush_interval = 0.2
         caplog.set_level(logging.WARNING, "pomoview.scheduler")
-        flusher = threading.Thread(target=s._flush_loop, daemon=True)  # the first waits an hour
-        s._threads.append(flusher)
+        flusher = threading.Thread(target=s.flusher.flush_loop, daemon=True)  # the first waits an hour
+        s.threads.append(flusher)
         flusher.start()
         end = time.monotonic() + 120
         while sum("a flush failed, retrying" in r.getMessage() for r in caplog.records) < 2:

@@ -169,7 +169,7 @@ def test_partial_states_over_next_state_refill_after_eviction(tmp_path: Path) ->
             epoch = write(s, engine, random_epoch("checkbox", rng))
             if step % 3:
                 assert answers(s, epoch) == engine.read("checkbox"), f"epoch {epoch}"
-            with s._dataflow:
+            with s.view_state.lock:
                 graph = s.graph
                 assert graph is not None
                 readers = list(graph.graph.readers.values())

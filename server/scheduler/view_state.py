@@ -1,0 +1,166 @@
+"""The applied state every part of the scheduler shares: the program and its dataflow graph,
+the applied and durable epochs, the log tail, and the dataflow lock that guards them.
+
+The write path moves `durable_epoch`; the apply loop moves `applied_epoch` and steps the
+graph; lookups read the graph (with the lock, or without it through the sequence counter);
+the flusher reads and trims the tail; an install or a bulk load replaces the graph.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from pomoview.planner.compile import CompiledProgram, ProgramGraph
+from pomoview.server.errors import DeadlineExceeded, FailedPrecondition, OutOfRange
+from pomoview.server.reads.overlay import LogTail
+from pomoview.server.reads.subscriptions import Subscriptions
+from pomoview.server.scheduler.memory_budget import MemoryBudget
+
+log = logging.getLogger("pomoview.memory")
+
+
+class ViewState:
+    """The program, its graph, the epochs and the log tail, under the dataflow lock `lock`.
+
+    Everything here is read and written under `lock` (a Condition, notified whenever an
+    epoch is applied or the epochs move), with two exceptions: the log's thread moves
+    `durable_epoch` without it (only up), and lock-free hits read `seq`, `applied_epoch`
+    and `graph` without it (see `seq`).
+
+    Invariants:
+    - `seq` is odd exactly while an epoch is being applied (`begin_apply` .. `end_apply`),
+      and moves only under `lock`: by one at each end of an apply, by two whenever the
+      graph is replaced or the epochs jump (`reset_graph`, `reset_at`). A read without the
+      lock that saw the same even `seq` before and after saw the state at one applied epoch.
+    - `tail.base <= applied_epoch <= durable_epoch`: a batch is applied only once durable,
+      and the tail starts at or before what the dataflow has seen.
+    - The tail holds every batch after the store's version (the flusher trims it only
+      through a version the store has published) and after every version an upquery has
+      pinned (`UpqueryPins`), but for a bulk load: its rows never pass through the log, so
+      it moves the tail's base past the pins, and lookups fetch again any answer older than
+      the base.
+    The first two are asserted in debug runs (`_check`, `_parity`); the third by the
+    flusher's trim.
+    """
+
+    def __init__(
+        self,
+        program: CompiledProgram | None,
+        tail: LogTail,
+        durable_epoch: int,
+        subscriptions: Subscriptions,
+        *,
+        memory: MemoryBudget | None = None,
+        full_state: bool = False,
+    ) -> None:
+        # A plain Lock under the Condition, kept to check that callers hold it.
+        self._mutex = threading.Lock()
+        self.lock = threading.Condition(self._mutex)
+        self.subscriptions = subscriptions
+        # Partial state is evicted when the process's memory grows past this (None: never).
+        self.memory = memory
+        # Every state full (no partial state): the comparison run of bench/partial_memory.py.
+        self.full_state = full_state
+        self.program = program
+        # The program's one dataflow graph; a new one at every install (built lazily).
+        self.graph: ProgramGraph | None = None
+        self.tail = tail
+        self.durable_epoch = durable_epoch
+        # No reader exists before the first lookup, so every logged batch counts as applied:
+        # a reader built later reads it through the overlay.
+        self.applied_epoch = durable_epoch
+        # The sequence lock over the applied state, for reads without `lock` (see above).
+        self.seq = 0
+        self._apply_open = False  # between `begin_apply` and `end_apply`
+        # An apply raised half way (the apply loop logs it): `seq` stayed odd, and every
+        # later apply flips it the other way, so its parity is no longer checked.
+        self._apply_failed = False
+        with self.lock:
+            self.reset_graph()
+            self._check()
+
+    def require_program(self) -> CompiledProgram:
+        program = self.program
+        if program is None:
+            raise FailedPrecondition("no program is installed; call Install first")
+        return program
+
+    def reset_graph(self) -> None:
+        """A new, empty graph for the program (caller holds the lock)."""
+        assert self._mutex.locked()
+        program = self.program
+        self.graph = None if program is None else ProgramGraph(program, partial=not self.full_state)
+        self.subscriptions.reset("the dataflow was rebuilt (a program install, a bulk load or a failure)")
+        # Even to even, after the new graph is in place: a lookup without the lock that
+        # read the old graph sees the sequence move and takes the locked path.
+        self.seq += 2
+
+    def begin_apply(self) -> None:
+        """An epoch is being applied: lookups without the lock do not trust what they read
+        until `end_apply` (caller holds the lock)."""
+        assert self._mutex.locked()
+        self._apply_failed |= self._apply_open
+        self._parity(odd=False)
+        self._apply_open = True
+        self.seq += 1
+
+    def end_apply(self, epoch: int) -> None:
+        """`epoch` is applied (caller holds the lock; it notifies the waiters after)."""
+        self._parity(odd=True)
+        self.applied_epoch = epoch
+        self.seq += 1
+        self._apply_open = False
+        self._check()
+
+    def reset_at(self, epoch: int) -> None:
+        """Moves the applied and durable epochs to `epoch` past the dataflow (a bulk load,
+        which the store has published as version `epoch`): the tail and the graph start
+        over there. Caller holds the lock."""
+        self.tail.trim_through(epoch)
+        self.reset_graph()
+        self.durable_epoch = self.applied_epoch = epoch
+        self.seq += 2  # the epoch moved too: no lock-free read spans it
+        self._apply_failed |= self._apply_open
+        self._check()
+        self.lock.notify_all()
+
+    def wait_applied(self, min_epoch: int, deadline: float | None) -> None:
+        """Waits until `min_epoch` is applied, at the latest until `deadline` (monotonic)."""
+        with self.lock:
+            if min_epoch > self.durable_epoch:
+                raise OutOfRange(
+                    f"min_epoch {min_epoch} is ahead of the last committed epoch {self.durable_epoch}"
+                )
+            while self.applied_epoch < min_epoch:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise DeadlineExceeded(f"epoch {min_epoch} was not applied in time")
+                self.lock.wait(timeout=remaining)
+
+    def enforce_budget(self) -> None:
+        """Evicts partial state when the process's memory is over the budget (caller holds
+        the lock; memory_budget.py says when, dataflow/state/eviction.py what)."""
+        memory, graph = self.memory, self.graph
+        if memory is None or graph is None:
+            return
+        need = memory.to_free(graph.graph.partial_bytes)
+        if need:
+            done = graph.graph.evict(need)
+            memory.evictions += 1
+            log.debug(
+                "memory: RSS %d MiB over the budget; evicted %d keys (%d MiB estimated) in %d steps",
+                (memory.last_rss - memory.baseline) >> 20, done.keys, done.estimated_bytes >> 20, done.steps,
+            )
+
+    def _check(self) -> None:
+        if __debug__:
+            assert self._mutex.locked()
+            self._parity(odd=False)
+            assert self.tail.base <= self.applied_epoch <= self.durable_epoch, (
+                self.tail.base, self.applied_epoch, self.durable_epoch
+            )
+
+    def _parity(self, *, odd: bool) -> None:
+        assert self._apply_failed or bool(self.seq & 1) == odd, (self.seq, "odd" if odd else "even")
