@@ -106,7 +106,8 @@ class Circuit:
         links every node to its consumers."""
         for node in self.nodes:
             if node.needs_hydrate:
-                node.hydrate()
+                left = node.hydrate()
+                assert not left, f"{node.describe()} missed {left}: hydrate from fetches that answer"
         self.hydrated = True
         self.link()
 

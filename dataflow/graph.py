@@ -5,8 +5,9 @@ reader's builder reuses every node it can (one state per operator and key column
 second view over a common sub-plan adds only its reader and the states it lacks. Adding a
 reader orders the whole graph again (the root Circuit), links every node to its consumers
 (evictions flow along those links) and hydrates the new full states. Adding is all or
-nothing: if a new full state cannot be hydrated yet (FetchPending), the graph is unchanged
-and the caller discards the new nodes.
+nothing: if a new full state cannot be hydrated yet (its source's fetch is not at hand), the
+graph is unchanged, `add` returns the fetches it needs, and the caller discards the new nodes
+and builds them again once those are at hand.
 
 Everything here runs on one thread at a time (the server's dataflow lock).
 """
@@ -17,11 +18,12 @@ from collections.abc import Hashable, Mapping, Sequence
 
 from pomoview.dataflow.circuit import Circuit
 from pomoview.dataflow.introspect import NodeInfo
-from pomoview.dataflow.node import Fetch, KeyedNode, Metrics, Node, Value
+from pomoview.dataflow.node import Fetch, FetchRequest, KeyedNode, Metrics, Node, Value
 from pomoview.dataflow.operators.reader import Reader
+from pomoview.dataflow.operators.source_index import SourceIndex
 from pomoview.dataflow.state.eviction import Evicted, evict, partial_state_bytes
 from pomoview.dataflow.state.keyed_pair import KeyedPair
-from pomoview.dataflow.state.keyed_state import Key, KeyedState, Row
+from pomoview.dataflow.state.keyed_state import Key, KeyedState, Row, evictions
 from pomoview.dataflow.zset import ZSet
 
 ReaderName = Hashable
@@ -67,16 +69,24 @@ class Graph:
     def metrics(self) -> Metrics:
         return self.circuit.metrics
 
-    def add(self, name: ReaderName, view: str, reader: Reader, fetch: Fetch) -> None:
-        """Adds `reader` (and the new nodes above it); see the module docstring."""
+    def add(self, name: ReaderName, view: str, reader: Reader, fetch: Fetch) -> list[FetchRequest]:
+        """Adds `reader` (and the new nodes above it); see the module docstring. Returns the
+        fetches the new full states need first (and then adds nothing)."""
         assert name not in self.readers
         circuit = Circuit([*self.readers.values(), reader])
         circuit.epoch = self.circuit.epoch
         circuit.set_fetch(fetch)
         fresh = [node for node in circuit.nodes if id(node) not in self._names]
+        # The new full source indexes first (they read no node): every fetch they lack is
+        # named in one round. Then the others, inputs first, each reading hydrated inputs.
+        sources = [n for n in fresh if isinstance(n, SourceIndex) and n.needs_hydrate]
+        misses = [m for node in sources for m in node.hydrate()]
+        if misses:
+            return misses
         for node in fresh:
-            if node.needs_hydrate:
-                node.hydrate()  # inputs first, so each reads hydrated inputs; may raise
+            if node.needs_hydrate and not isinstance(node, SourceIndex):
+                left = node.hydrate()
+                assert not left, f"{node.describe()} missed {left} though its sources are hydrated"
         circuit.hydrated = True
         for node in fresh:
             self._names[id(node)] = f"n{len(self._names)}"
@@ -85,6 +95,7 @@ class Graph:
         self.readers[name] = reader
         self._views[name] = view
         reader.upstream = _keyed_alike_above(reader)
+        return []
 
     def evict(self, need: int) -> Evicted:
         """Evicts about `need` bytes of partial state, least recently used keys of the
@@ -100,8 +111,15 @@ class Graph:
     def step(self, changes: Mapping[str, ZSet[Row]]) -> dict[int, Value | None]:
         return self.circuit.step(changes)
 
+    @property
+    def token(self) -> Hashable:
+        """Changes whenever an answer a walk holds across rounds may have gone stale: at
+        every step (an epoch's changes) and at every eviction anywhere (upquery.py)."""
+        return (self.circuit.epoch, evictions())
+
     def lookup(self, name: ReaderName, keys: Sequence[Key]) -> list[list[Row]]:
-        """The reader's rows for each key, filling the missing keys with one upquery."""
+        """The reader's rows for each key, filling the missing keys in one round (for a
+        fetch that always answers)."""
         return self.readers[name].lookup(keys)
 
     # -- introspection and invariants ------------------------------------------------------

@@ -10,7 +10,8 @@ A circuit moves in two directions:
   node fills the missing keys first, asking its inputs in turn; a full node
   answers from its state; a stateless node translates the request to its inputs.
   A node writes this as its `upquery` step, which asks its inputs by yielding
-  (upquery.py), so a lookup through a plan of any depth takes a few frames.
+  (upquery.py), so a lookup through a plan of any depth takes a few frames, and a fetch
+  that is not at hand comes back as data (a Miss), not as an exception.
 
 Both run only on the dataflow thread, between epochs, so an upquery answer is
 a snapshot of the current epoch (Noria invariant 3).
@@ -59,10 +60,11 @@ def active(value: Value | None) -> bool:
 Filters = tuple[tuple[str, Any], ...]
 
 # (source name, attribute names, keys, filters) -> the source's present tuples whose
-# attributes equal one of the keys and that match every filter, at the current epoch.
-# An empty attribute list with the key () asks for the whole source (of what the
-# filters select). It may raise FetchPending.
-Fetch = Callable[[str, tuple[str, ...], list[Key], Filters], Iterable[Row]]
+# attributes equal one of the keys and that match every filter, at the current epoch; or
+# None when they are not at hand yet (a keyed Spark job must run first: the walk reports a
+# Miss and asks again at its next round). An empty attribute list with the key () asks for
+# the whole source (of what the filters select).
+Fetch = Callable[[str, tuple[str, ...], list[Key], Filters], Iterable[Row] | None]
 
 
 def matches(row: Row, positions: tuple[tuple[int, Any], ...]) -> bool:
@@ -73,53 +75,12 @@ def matches(row: Row, positions: tuple[tuple[int, Any], ...]) -> bool:
 @dataclass(frozen=True)
 class FetchRequest:
     """One keyed fetch a source index needs: `source`'s tuples whose `columns` equal one of
-    `keys` and that match `filters`."""
+    `keys` and that match `filters`. A walk returns these as its misses."""
 
     source: str
     columns: tuple[str, ...]
     keys: tuple[Key, ...]
     filters: Filters = ()
-
-
-class FetchPending(Exception):  # noqa: N818 (a signal, not an error)
-    """Raised by a Fetch whose answer is not at hand yet (say, a Spark job must run first).
-
-    Every node asks all of its inputs before it fills any state of its own, so the
-    upquery stops with each state either filled completely or untouched; the caller
-    gets the answers ready and runs the lookup again. A node with several inputs asks
-    each of them even when one is pending, and raises one FetchPending with every
-    request (`requests`), so that one round names all the fetches it can know of and
-    the caller can run them together.
-    """
-
-    def __init__(
-        self,
-        source: str,
-        columns: tuple[str, ...],
-        keys: list[Key],
-        filters: Filters = (),
-        *,
-        more: tuple[FetchRequest, ...] = (),
-    ) -> None:
-        where = f" where {filters}" if filters else ""
-        extra = f" and {len(more)} more fetch(es)" if more else ""
-        super().__init__(f"fetch {source} by {columns} for {len(keys)} key(s){where}{extra}")
-        self.source = source
-        self.columns = columns
-        self.keys = keys
-        self.filters = filters
-        self.requests: tuple[FetchRequest, ...] = (
-            FetchRequest(source, columns, tuple(keys), filters),
-        ) + more
-
-    @staticmethod
-    def merge(pendings: list[FetchPending]) -> FetchPending:
-        """One FetchPending asking for every request of `pendings` (duplicates once)."""
-        requests = tuple(dict.fromkeys(r for p in pendings for r in p.requests))
-        first = requests[0]
-        return FetchPending(
-            first.source, first.columns, list(first.keys), first.filters, more=requests[1:]
-        )
 
 
 @dataclass
@@ -280,8 +241,9 @@ class Node:
 
     def query(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
         """The node's whole current output restricted to rows whose `cols` values are in
-        `keys`, filling missing keys on the way (see the module docstring). Not for
-        overriding: a node's own logic is its `upquery` step."""
+        `keys`, in one round: for full states and fetches that always answer (a miss is a
+        bug here; lookups that may miss run a `Walk`). Not for overriding: a node's own
+        logic is its `upquery` step."""
         answer: ZSet[Row] = run(rows(self, cols, keys))
         return answer
 
@@ -346,8 +308,11 @@ class Node:
     def on_delta(self, port: int, delta: ZSet[Row]) -> ZSet[Row]:
         raise NotImplementedError
 
-    def hydrate(self) -> None:
-        """Loads a full state from the inputs; called once, inputs first."""
+    def hydrate(self) -> list[FetchRequest]:
+        """Loads a full state from the inputs; called once, inputs first. Returns the
+        fetches it could not make yet (only a source index has any), leaving the state
+        empty: the graph then gives up the new nodes until they are at hand."""
+        return []
 
     @property
     def needs_hydrate(self) -> bool:
@@ -387,11 +352,12 @@ class KeyedNode(Node):
     def partial(self) -> bool:
         return self.state.partial
 
-    def hydrate(self) -> None:
+    def hydrate(self) -> list[FetchRequest]:
         if self.partial:
-            return
+            return []
         for row, weight in self.inputs[0].query((), [()]).items():
             self.state.add(project(row, self.key_cols), row, weight)
+        return []
 
     def on_evict(self, port: int, cols: EvictCols, keys: Collection[Key]) -> None:
         assert self.partial, f"eviction reached the full state {self.describe()}"

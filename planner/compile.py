@@ -15,9 +15,10 @@ from typing import Any
 
 from pomoview.dataflow.circuit import Circuit
 from pomoview.dataflow.graph import Graph
-from pomoview.dataflow.node import Fetch, Filters
+from pomoview.dataflow.node import Fetch, FetchRequest, Filters
 from pomoview.dataflow.operators.reader import Reader
 from pomoview.dataflow.state.keyed_state import Key, Row
+from pomoview.dataflow.upquery import Ask, Walk
 from pomoview.dataflow.zset import ZSet
 from pomoview.planner.builder.circuit_builder import CircuitBuilder
 from pomoview.planner.frontend import ast
@@ -104,9 +105,10 @@ class ProgramGraph:
             partial=partial,
         )
 
-    def reader(self, view: str, key: tuple[str, ...], fetch: Fetch) -> Reader:
+    def reader(self, view: str, key: tuple[str, ...], fetch: Fetch) -> Reader | list[FetchRequest]:
         """The reader of `view` by `key`, built (and its new full states hydrated through
-        `fetch`) if it is new. If hydration raises (FetchPending), nothing is kept."""
+        `fetch`) if it is new; or the fetches its new full states need first, and then
+        nothing is kept."""
         name = (view, key)
         reader = self.graph.readers.get(name)
         if reader is not None:
@@ -114,21 +116,72 @@ class ProgramGraph:
         self._builder.fetch = fetch
         try:
             reader = self._builder.reader_node(view, key)
-            self.graph.add(name, view, reader, fetch)
+            misses = self.graph.add(name, view, reader, fetch)
         except BaseException:
             self._builder.rollback()
             raise
+        if misses:
+            self._builder.rollback()
+            return misses
         self._builder.commit()
         return reader
 
+    def start_lookup(self, view: str, key: tuple[str, ...], keys: Sequence[Key]) -> PendingLookup:
+        """A lookup of `keys` of `view` by `key`, to run in rounds (`PendingLookup.advance`)."""
+        return PendingLookup(self, view, key, list(keys))
+
     def lookup(self, view: str, key: tuple[str, ...], keys: Sequence[Key], fetch: Fetch) -> list[list[Row]]:
-        """The view's rows for each key; may raise FetchPending (nothing half filled)."""
-        self.reader(view, key, fetch)
-        self.graph.set_fetch(fetch)
-        return self.graph.lookup((view, key), keys)
+        """The view's rows for each key, in one round: for a fetch that always answers (the
+        in-process engine, tests). The server runs `start_lookup` in rounds instead."""
+        result = self.start_lookup(view, key, keys).advance(fetch)
+        if result.rows is None:
+            raise AssertionError(f"a lookup whose fetch always answers missed: {result.misses}")
+        return result.rows
 
     def step(self, changes: Mapping[str, ZSet[Row]]) -> None:
         self.graph.step(changes)
+
+
+@dataclass
+class LookupResult:
+    """One round of a lookup (ReadySet's `ProcessingResult { results, misses }`): the rows
+    of each key, or None and the fetches to get ready before the next round."""
+
+    rows: list[list[Row]] | None
+    misses: list[FetchRequest]
+    steps: int  # node visits this round
+
+
+class PendingLookup:
+    """A lookup in rounds. Each `advance` runs with the fetches at hand and returns the rows,
+    or the misses of the round; the caller gets those ready (without the dataflow lock) and
+    calls `advance` again, which resumes the walk where it stopped (upquery.py). The reader
+    is built at the first round whose full states' fetches are at hand."""
+
+    def __init__(self, graph: ProgramGraph, view: str, key: tuple[str, ...], keys: list[Key]) -> None:
+        self.graph = graph
+        self.view = view
+        self.key = key
+        self.keys = keys
+        self.rounds = 0
+        self.steps = 0  # node visits over every round
+        self._walk: Walk | None = None
+
+    def advance(self, fetch: Fetch) -> LookupResult:
+        self.rounds += 1
+        graph = self.graph.graph
+        graph.set_fetch(fetch)
+        if self._walk is None:
+            reader = self.graph.reader(self.view, self.key, fetch)
+            if not isinstance(reader, Reader):
+                return LookupResult(None, reader, 0)
+            graph.set_fetch(fetch)  # the new source indexes too
+            self._walk = Walk(Ask(reader.lookup_step, (self.keys,)))
+        result = self._walk.advance(graph.token)
+        self.steps += result.steps
+        if not result.done:
+            return LookupResult(None, result.misses, result.steps)
+        return LookupResult(result.answer, [], result.steps)
 
 
 def _no_fetch(source: str, columns: tuple[str, ...], keys: list[Key], filters: Filters) -> list[Row]:

@@ -32,7 +32,7 @@ import math
 from collections.abc import Callable, Collection, Hashable, Sequence
 from typing import cast
 
-from pomoview.dataflow.node import Node, Value, active, select_keys
+from pomoview.dataflow.node import FetchRequest, Node, Value, active, select_keys
 from pomoview.dataflow.operators.index_with import IndexWith
 from pomoview.dataflow.state.aggregates import (
     NO_VALUE,
@@ -153,11 +153,12 @@ class Aggregate(Node):
             self._update(key, changes, out)
         return out
 
-    def hydrate(self) -> None:
+    def hydrate(self) -> list[FetchRequest]:
         parent = self.inputs[0]
         assert isinstance(parent, IndexWith), f"{self.describe()} reads an IndexWith"
         for key, group in parent.query_indexed((), [()]).groups():
             self._update(key, group, ZSet())
+        return []
 
     def upquery(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
         out: ZSet[Row] = ZSet()

@@ -35,7 +35,7 @@ from collections.abc import Collection, Mapping
 from pomoview.dataflow.node import EvictCols, Node, project
 from pomoview.dataflow.state.aggregates import NO_VALUE, GroupState, UserAggregate, make, name, same
 from pomoview.dataflow.state.keyed_pair import KeyedPair
-from pomoview.dataflow.state.keyed_state import Key, PackedGroup, Row
+from pomoview.dataflow.state.keyed_state import Key, PackedGroup, Row, count_eviction
 from pomoview.dataflow.zset import ZSet
 
 __all__ = ["NO_VALUE", "AggregateJoin"]
@@ -135,7 +135,8 @@ class AggregateJoin(KeyedPair):
         self.groups[j] = self._load(list(rows.items()))
 
     def _other_evict(self, j: Key) -> None:
-        self.groups.pop(j, None)
+        if self.groups.pop(j, None) is not None:
+            count_eviction()
 
     def _other_keys_matching(self, cols: EvictCols, keys: Collection[Key]) -> list[Key]:
         if cols is not None and set(self.atom_keys) <= set(cols):

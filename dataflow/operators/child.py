@@ -28,7 +28,7 @@ from collections.abc import Collection, Iterable, Sequence
 from typing import Literal
 
 from pomoview.dataflow.circuit import Circuit
-from pomoview.dataflow.node import Node, Value, active, select_keys
+from pomoview.dataflow.node import FetchRequest, Node, Value, active, select_keys
 from pomoview.dataflow.operators.feedback import Feedback
 from pomoview.dataflow.operators.import_stream import Import
 from pomoview.dataflow.state.keyed_state import Key, Row
@@ -139,10 +139,11 @@ class Child(Node):
             feedback.reset()
         return tuple(out)
 
-    def hydrate(self) -> None:
+    def hydrate(self) -> list[FetchRequest]:
         """Runs the imports' whole current contents through the child at time (0,) of the root."""
         inputs: list[Value | None] = [imp.parent.query((), [()]) for imp in self.imports]
         self.eval(inputs, (0,))
+        return []
 
     def upquery(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
         raise TypeError("a child's outputs are read through ChildOutput nodes")

@@ -58,12 +58,16 @@ class DistinctIncremental(KeyedNode):
         if not self.partial:
             return select_keys(self.state.as_zset().distinct(), cols, set(keys))
         assert cols == self.key_cols, f"partial distinct queried on {cols}, keyed on {self.key_cols}"
-        missing = self.state.missing(keys)
-        if missing:
+        # Again after a fill: an eviction between the walk's rounds may have taken a key
+        # that was present when the walk first looked.
+        while missing := self.state.missing(keys):
             answer = yield rows(self.inputs[0], cols, missing)
+            # Only what is still missing: another walk may have filled some meanwhile.
+            still = set(self.state.missing(missing))
             for key, got in group_by_key(answer.items(), cols, missing).items():
-                self.state.fill(key, got)
-            self.metrics.filled_keys += len(missing)
+                if key in still:
+                    self.state.fill(key, got)
+            self.metrics.filled_keys += len(still)
         out: ZSet[Row] = ZSet()
         for key in dict.fromkeys(keys):
             for row, weight in (self.state.get(key) or {}).items():

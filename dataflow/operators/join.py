@@ -15,7 +15,8 @@ Contract:
   present keyed rows of that join key.
 - Full mode: both sides hydrated from their inputs; upqueries by the join columns read
   the state, any other upquery scans.
-- An upquery that raises (an input cannot answer yet) leaves the join unchanged.
+- An upquery whose inputs miss (a fetch not at hand) leaves the join unchanged until
+  they answer: both sides fill in one round.
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ from typing import Protocol
 
 from pomoview.dataflow.node import EvictCols, KeyedNode, Node, group_by_key, project
 from pomoview.dataflow.state.keyed_state import Key, KeyedState, Row
+from pomoview.dataflow.upquery import Ask, Upquery, rows, run
 from pomoview.dataflow.zset import ZSet
 
 
@@ -121,13 +122,6 @@ class Reader(KeyedNode):
     def missing(self, keys: Sequence[Key]) -> list[Key]:
         return self.state.missing(keys)
 
-    def fill(self, keys: Sequence[Key]) -> None:
-        """Upqueries the input for `keys` (all missing) and marks them present."""
-        answer = self.inputs[0].query(self.key_cols, keys).items()
-        for key, rows in group_by_key(answer, self.key_cols, keys).items():
-            self.state.fill(key, rows)
-        self.metrics.filled_keys += len(keys)
-
     def read(self, key: Key, *, touch: bool = True) -> list[Row] | None:
         """The view's rows for `key`, or None when the key is missing. A read marks the key
         as used (`touch`), unless it is the read that follows the key's fill."""
@@ -142,18 +136,39 @@ class Reader(KeyedNode):
         assert all(w == 1 for w in group.values()), f"reader multiset at {key!r}: {group}"
         return list(group)
 
-    def lookup(self, keys: Sequence[Key]) -> list[list[Row]]:
-        """The rows of each key, filling the missing keys with one upquery first."""
-        missing = self.missing(keys)
-        if missing:
-            self.fill(missing)
+    def lookup_step(self, keys: Sequence[Key]) -> list[list[Row]] | Upquery[list[list[Row]]]:
+        """The rows of each key: a step for a `Walk`, which fills the missing keys with one
+        upquery of the input first (the walk may take rounds, see upquery.py)."""
+        if not self.state.missing(keys):
+            return self._read_all(keys, frozenset())
+        return self._fill_and_read(keys)
+
+    def _fill_and_read(self, keys: Sequence[Key]) -> Upquery[list[list[Row]]]:
+        filled: set[Key] = set()
+        # Again after a fill: an eviction between the walk's rounds may have taken a key
+        # that was present when the walk first looked.
+        while missing := self.state.missing(keys):
+            answer = yield rows(self.inputs[0], self.key_cols, missing)
+            still = set(self.state.missing(missing))  # another walk may have filled some meanwhile
+            for key, got in group_by_key(answer.items(), self.key_cols, missing).items():
+                if key in still:
+                    self.state.fill(key, got)
+            self.metrics.filled_keys += len(still)
+            filled.update(missing)
+        return self._read_all(keys, frozenset(filled))
+
+    def _read_all(self, keys: Sequence[Key], filled: frozenset[Key]) -> list[list[Row]]:
         results: list[list[Row]] = []
-        filled = set(missing)
         for key in keys:
-            rows = self.read(key, touch=key not in filled)
-            assert rows is not None
-            results.append(rows)
+            found = self.read(key, touch=key not in filled)
+            assert found is not None
+            results.append(found)
         return results
+
+    def lookup(self, keys: Sequence[Key]) -> list[list[Row]]:
+        """`lookup_step` in one round, for fetches that always answer (tests, the engine)."""
+        answer: list[list[Row]] = run(Ask(self.lookup_step, (keys,)))
+        return answer
 
     def upquery(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
         raise AssertionError("a reader is a sink; nothing upqueries it")

@@ -12,7 +12,8 @@ Contract:
 - State: the present matching tuples of each key (the key columns' values); a source
   whose key leaves one int column holds a large group as an IntSet of it (keyed_state.py).
 - Missing key: the operation is dropped (the source store keeps it); an upquery
-  for the key fetches the matching tuples present now through the `Fetch` callback. A
+  for the key fetches the matching tuples present now through the `Fetch` callback, and
+  while that answer is not at hand yields a Miss: the walk reports it and resumes here. A
   fetch may answer in packed form (`PackedRows`), which fills packed groups directly, and
   `query_grouped` answers with the groups themselves (a count over them builds no row).
 - Full mode: hydrated with one fetch of the whole source (of what the filters select).
@@ -22,10 +23,19 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 
-from pomoview.dataflow.node import Fetch, Filters, KeyedNode, group_by_key, matches, project, select_keys
+from pomoview.dataflow.node import (
+    Fetch,
+    FetchRequest,
+    Filters,
+    KeyedNode,
+    group_by_key,
+    matches,
+    project,
+    select_keys,
+)
 from pomoview.dataflow.state.int_set import IntSet
 from pomoview.dataflow.state.keyed_state import Key, KeyedState, PackedRows, Row, RowLayout
-from pomoview.dataflow.upquery import Upquery
+from pomoview.dataflow.upquery import Miss, Upquery
 from pomoview.dataflow.zset import ZSet
 
 
@@ -71,20 +81,30 @@ class SourceIndex(KeyedNode):
                 out.add(row, -1)
         return out
 
-    def hydrate(self) -> None:
+    def hydrate(self) -> list[FetchRequest]:
         if self.state.partial:
-            return
+            return []
+        rows = self.fetch(self.source, (), [()], self.filters)
+        if rows is None:
+            return [FetchRequest(self.source, (), ((),), self.filters)]
         self.metrics.fetches += 1
-        for row in self.fetch(self.source, (), [()], self.filters):
+        for row in rows:
             self.state.add(project(row, self.key_cols), row, 1)
+        return []
 
-    def _fill(self, cols: tuple[int, ...], keys: Collection[Key]) -> None:
-        missing = self.state.missing(keys)
-        if not missing:
-            return
+    def _fill(self, cols: tuple[int, ...], keys: Collection[Key]) -> Upquery[None]:
+        """Fills the missing `keys` from the fetch; while it is not at hand, yields a Miss
+        (the walk parks here and asks again at its next round: this is where it resumes)."""
         names = tuple(self.schema[c] for c in cols)
+        while True:
+            missing = self.state.missing(keys)  # again after a round: another walk may have filled some
+            if not missing:
+                return
+            rows = self.fetch(self.source, names, missing, self.filters)
+            if rows is not None:
+                break
+            yield Miss(FetchRequest(self.source, names, tuple(missing), self.filters))
         self.metrics.fetches += 1
-        rows = self.fetch(self.source, names, missing, self.filters)
         layout = self.state.layout
         if isinstance(rows, PackedRows) and layout is not None and rows.layout.same(layout):
             # A packed answer fills the packed groups as they are: no row is built.
@@ -101,7 +121,10 @@ class SourceIndex(KeyedNode):
     ) -> dict[Key, Mapping[Row, int]] | Upquery[dict[Key, Mapping[Row, int]]]:
         if not self.state.partial or cols != self.key_cols:
             return super().upquery_grouped(cols, keys)
-        self._fill(cols, keys)
+        return self._grouped(cols, keys)
+
+    def _grouped(self, cols: tuple[int, ...], keys: Collection[Key]) -> Upquery[dict[Key, Mapping[Row, int]]]:
+        yield from self._fill(cols, keys)
         out = {}
         for key in dict.fromkeys(keys):
             group = self.state.get(key)
@@ -109,11 +132,14 @@ class SourceIndex(KeyedNode):
             out[key] = group
         return out
 
-    def upquery(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
+    def upquery(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row] | Upquery[ZSet[Row]]:
         if not self.state.partial:
             return select_keys(self.state.as_zset(), cols, keys)
         assert cols == self.key_cols, f"{self.describe()}: query on {cols}, keyed on {self.key_cols}"
-        self._fill(cols, keys)
+        return self._rows(cols, keys)
+
+    def _rows(self, cols: tuple[int, ...], keys: Collection[Key]) -> Upquery[ZSet[Row]]:
+        yield from self._fill(cols, keys)
         out: ZSet[Row] = ZSet()
         for key in dict.fromkeys(keys):
             group = self.state.get(key)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from pomoview.dataflow.node import Node, Value, active
+from pomoview.dataflow.node import FetchRequest, Node, Value, active
 from pomoview.dataflow.state.keyed_state import Key, Row
 from pomoview.dataflow.time import Time
 from pomoview.dataflow.trace import Trace
@@ -46,11 +46,12 @@ class TraceAppend(Node):
     def idle(self, inputs: Sequence[Value | None], time: Time) -> bool:
         return False
 
-    def hydrate(self) -> None:
+    def hydrate(self) -> list[FetchRequest]:
         parent = self.inputs[0]
         query_indexed = getattr(parent, "query_indexed", None)
         batch = query_indexed((), [()]) if query_indexed is not None else parent.query((), [()])
         self.trace.append(batch, self.untimed or (0,))
+        return []
 
     def upquery(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
         raise TypeError("a trace is read through its trace, not upqueried")

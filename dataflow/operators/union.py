@@ -1,12 +1,13 @@
 """Union (Plus, PomoFlow §2.9.15): the sum of its inputs' streams.
 
-Contract: linear, stateless. An upquery goes to every input, and the answer is
-the sum of all of their answers. Every input is asked even when one cannot answer
-yet (FetchPending), so that one round names the fetches of every parent and they
-run together; the state below fills only in the round where every parent answers,
-on the dataflow thread in one go, so every piece describes the same epoch and the
-writes applied between rounds are in the parents' answers exactly once (the
-union-buffering problem of partial_state.txt cannot arise). Evictions pass through.
+Contract: linear, stateless. An upquery goes to every input, as branches of its own
+(`ask_all`), and the answer is the sum of all of their answers. A parent that misses does
+not stop the others, so one round names the fetches of every parent and they run
+together; the union answers, and the state below fills, only once every parent answered
+at the same token (upquery.py restarts the union when an epoch or an eviction came between
+its parents' answers), so every piece describes the same epoch and the writes applied
+between rounds are in the parents' answers exactly once (the union-buffering problem of
+partial_state.txt cannot arise). Evictions pass through.
 """
 
 from __future__ import annotations

@@ -33,6 +33,7 @@ from typing import Any
 
 from pomoview.dataflow.node import (
     EvictCols,
+    FetchRequest,
     Node,
     StateSummary,
     group_by_key,
@@ -251,7 +252,7 @@ class KeyedPair(Node):
     def needs_hydrate(self) -> bool:
         return not self.partial or not self.other_partial
 
-    def hydrate(self) -> None:
+    def hydrate(self) -> list[FetchRequest]:
         """Loads the full sides: both in full mode; in partial mode, a full other side (its
         input has no provenance for the join columns)."""
         if not self.partial:
@@ -259,8 +260,12 @@ class KeyedPair(Node):
                 self.keyed.add(project(row, self.side_key), row, weight)
         if not self.other_partial:
             self._other_hydrate(self.inputs[1 - self.keyed_side].query((), [()]))
+        return []
 
-    def _fill(self, missing: list[Key]) -> Upquery[None]:
+    def _fill(self, missing: list[Key]) -> Upquery[bool]:
+        """Fills the keyed side's `missing` keys and the other side's join keys they need;
+        False (nothing filled) when an eviction between the walk's rounds took a join key
+        this fill counted on: the caller then asks again."""
         keyed_input, other_input = self.inputs[self.keyed_side], self.inputs[1 - self.keyed_side]
         if set(self.side_key) == set(self.keyed_on):
             # The join keys are the asked keys: both inputs are asked in the same round.
@@ -275,15 +280,24 @@ class KeyedPair(Node):
             answer = yield rows(keyed_input, self.side_key, missing)
             need = self._other_missing(project(row, self.keyed_on) for row, _ in answer.items())
             other_groups = (yield grouped(other_input, self.other_on, need)) if need else {}
-        # Both answers are in: fill both sides (nothing was filled if either raised).
-        for key, got in group_by_key(answer.items(), self.side_key, missing).items():
+        # Both answers are in. Between the walk's rounds another walk may have filled some
+        # of these keys (with the same rows: skip them), or an eviction taken a join key
+        # that was present when `need` was decided (then the invariant needs it again).
+        still = set(self.keyed.missing(missing))
+        fills = group_by_key(answer.items(), self.side_key, missing)
+        wanted_js = {project(row, self.keyed_on) for key in still for row, _ in fills[key]}
+        if any(j not in other_groups for j in self._other_missing(wanted_js)):
+            return False
+        for key in still:
+            got = fills[key]
             self.keyed.fill(key, got)
             if self.by_join is not self.keyed:
                 for row, weight in got:
                     self.by_join.add(project(row, self.keyed_on), row, weight)
-        for j in need:
+        for j in self._other_missing(need):
             self._other_fill(j, other_groups[j])
-        self.metrics.filled_keys += len(missing)
+        self.metrics.filled_keys += len(still)
+        return True
 
     def upquery(self, cols: tuple[int, ...], keys: Collection[Key]) -> Upquery[ZSet[Row]]:
         side_cols = self._to_side(cols)
@@ -297,12 +311,15 @@ class KeyedPair(Node):
             return select_keys(out, cols, set(keys))
         assert side_cols is not None
         wanted = list(dict.fromkeys(_reorder(keys, side_cols, self.side_key)))
-        missing = self.keyed.missing(wanted)
-        if missing:
+        # Again after a fill: an eviction between the walk's rounds may have taken a key
+        # that was present when the walk first looked.
+        while missing := self.keyed.missing(wanted):
             yield from self._fill(missing)
         out = ZSet()
         for key in wanted:
-            for row, weight in (self.keyed.get(key) or {}).items():
+            group = self.keyed.get(key)
+            assert group is not None or not self.partial
+            for row, weight in (group or {}).items():
                 self._emit(row, weight, project(row, self.keyed_on), out)
         return out
 

@@ -30,6 +30,22 @@ PACK_MIN = 8
 _SAMPLE = 64
 
 
+# Every eviction of a present key, in any state of the process. A walk that holds answers
+# across rounds compares it (`Graph.token`): an eviction between its rounds may have taken a
+# key those answers were read under (Noria's invariant 4, prefix presence).
+_evictions = [0]
+
+
+def evictions() -> int:
+    """How many present keys were evicted in this process so far."""
+    return _evictions[0]
+
+
+def count_eviction() -> None:
+    """Counts an eviction of a state kept outside a KeyedState (an aggregate's groups)."""
+    _evictions[0] += 1
+
+
 class RowLayout:
     """Rows of `width` columns whose key columns `key_cols` (each once) leave one other
     column, `value_pos`: a group of such rows, each of weight 1, is held as an IntSet of
@@ -395,6 +411,7 @@ class KeyedState:
         group = self._groups.pop(key, None)
         if group is None:
             return False
+        _evictions[0] += 1
         self._rows -= len(group) if type(group) in (dict, IntSet) else 1  # type: ignore[arg-type]
         if type(group) is IntSet:
             self._packed_rows -= len(group)  # type: ignore[arg-type]

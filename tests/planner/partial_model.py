@@ -1,11 +1,12 @@
 """A driver for partial state under interleavings, and its oracles (test_partial_invariants.py).
 
 The system under test is a ProgramGraph(partial=True) over in-memory sources, driven as the
-server drives it: a lookup that needs a fetch raises FetchPending; its requests are held
-while other steps run (writes, other lookups), then answered from the sources *as they are
-when the lookup runs again*, which is what the server's keyed Spark job plus the logged
-writes in (snapshot, now] give. The reference is a ProgramGraph(partial=False) stepped with
-the same changes, and, for invariant 1, every operator's output recomputed from scratch.
+server drives it: a lookup runs in rounds (`PendingLookup`), each returning the rows or the
+fetches it missed; those are held while other steps run (writes, other lookups,
+evictions), then answered from the sources *as they are when the lookup resumes*, which is
+what the server's keyed Spark job plus the logged writes in (snapshot, now] give. The
+reference is a ProgramGraph(partial=False) stepped with the same changes, and, for
+invariant 1, every operator's output recomputed from scratch.
 """
 
 from __future__ import annotations
@@ -15,14 +16,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from pomoview.dataflow.circuit import Circuit
-from pomoview.dataflow.node import FetchPending, FetchRequest, Filters, KeyedNode, Node, matches, project
+from pomoview.dataflow.node import FetchRequest, Filters, KeyedNode, Node, matches, project
 from pomoview.dataflow.operators.aggregate_join import AggregateJoin
 from pomoview.dataflow.operators.source_index import SourceIndex
 from pomoview.dataflow.state.keyed_pair import KeyedPair
 from pomoview.dataflow.state.keyed_state import Key, Row
 from pomoview.dataflow.zset import ZSet
 from pomoview.planner.builder.circuit_builder import CircuitBuilder
-from pomoview.planner.compile import CompiledProgram, ProgramGraph
+from pomoview.planner.compile import CompiledProgram, PendingLookup, ProgramGraph
 from pomoview.planner.ir.provenance import Keyed
 
 
@@ -38,7 +39,9 @@ class Pending:
     # `requests` when it lets them finish, so that one round's fetches finish apart.
     held: set[FetchRequest] = field(default_factory=set)
     epoch: int = 0  # the epoch it began at
-    rounds: int = 0  # tries that raised FetchPending
+    rounds: int = 0  # rounds that missed (counted by the driver)
+    lookup: PendingLookup | None = None  # the walk, resumed at each attempt
+    steps: int = 0  # node visits of every attempt
 
 
 class Model:
@@ -94,20 +97,26 @@ class Model:
         """Runs the lookup with the requests it holds answered from the sources now; returns
         the rows, or None when it needs more fetches (they are added to `pending`)."""
 
-        def fetch(source: str, names: tuple[str, ...], keys: list[Key], filters: Filters) -> list[Row]:
+        def fetch(
+            source: str, names: tuple[str, ...], keys: list[Key], filters: Filters
+        ) -> list[Row] | None:
             for r in pending.requests:
                 if r.source == source and r.columns == names and set(keys) <= set(r.keys) and set(
                     r.filters
                 ) <= set(filters):
                     self.fetches += 1
                     return self.now(source, names, keys, filters)
-            raise FetchPending(source, names, keys, filters)
-
-        try:
-            return self.partial.lookup(pending.view, pending.key, pending.values, fetch)
-        except FetchPending as err:
-            pending.requests.update(err.requests)
             return None
+
+        if pending.lookup is None or pending.lookup.graph is not self.partial:
+            pending.lookup = self.partial.start_lookup(pending.view, pending.key, pending.values)
+        result = pending.lookup.advance(fetch)
+        pending.steps += result.steps
+        if result.rows is None:
+            pending.requests.update(result.misses)
+            return None
+        pending.lookup = None  # done: a later attempt looks up again
+        return result.rows
 
     def reference(self, view: str, key: tuple[str, ...], values: list[Key]) -> list[set[Row]]:
         rows = self.full.lookup(view, key, values, self.now)
