@@ -32,13 +32,9 @@ from dataclasses import dataclass, field, replace
 from pomoview.planner.frontend import ast
 from pomoview.planner.frontend.errors import ErrorSink, Position
 from pomoview.planner.frontend.stratify import Edge, Stratum, stratify
+from pomoview.planner.frontend.values import ANY, NUMERIC, TYPES
 
-TYPES = ("int", "float", "string", "bool", "bytes", "cid")
 AGGREGATES = {"count": 0, "sum": 1, "min": 1, "max": 1}
-NUMERIC = ("int", "float")
-# The type of a derived attribute nothing constrains: the result of a user-defined
-# aggregate, or an attribute only ever copied from itself through recursion.
-ANY = "any"
 
 
 @dataclass
