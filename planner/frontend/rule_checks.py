@@ -13,7 +13,6 @@ from pomoview.planner.frontend.errors import ErrorSink
 from pomoview.planner.frontend.relations import Relation, variables
 from pomoview.planner.frontend.values import ANY, NUMERIC
 
-# The built-in aggregates and the number of variables each aggregates.
 AGGREGATES = {"count": 0, "sum": 1, "min": 1, "max": 1}
 
 

@@ -49,7 +49,8 @@ from pomoview.planner.frontend.rule_checks import AGGREGATES, check_rules
 from pomoview.planner.frontend.type_inference import infer_types, type_the_untyped
 from pomoview.planner.frontend.values import ANY, NUMERIC, TYPES
 
-# The pass's result and the language's names, where the planner and the server import them.
+# Re-exported: the planner and the server import the pass's result, and the language's
+# names, from here.
 __all__ = [
     "AGGREGATES",
     "ANY",

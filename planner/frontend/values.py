@@ -1,12 +1,13 @@
 """PomoLogic's values: its types, which Python value is of which, and `coerce`, the one check
 of a value against a declared type.
 
-Every place a value meets a declaration goes through `coerce`: the server's writes and
-lookup keys (the wire's typed values, server/scheduler/write_rows.py), the write-ahead
+Where Python checks a value against a declaration, it calls `coerce`: the server's writes
+and lookup keys (the wire's typed values, server/scheduler/write_rows.py), the write-ahead
 log's recovery (server/wal/wal.py), the answers the server sends (server/api/service.py)
 and the in-process engine (engine/engine.py). What differs between them (where a value's
 type comes from, whether a CID's text or NaN is checked there, the words and class of the
-error) is each caller's adapter; what a type accepts is decided here only.
+error) is each caller's adapter; what a type accepts is decided here. A bulk load's rows
+are typed by its Spark job instead (server/load/formats.py), never one by one in Python.
 """
 
 from __future__ import annotations

@@ -180,7 +180,7 @@ LOAD: tuple[Argument, ...] = (
 STATS: tuple[Argument, ...] = (arg("--json", action="store_true", help="print the stats as JSON"),)
 
 EXPLAIN: tuple[Argument, ...] = (arg("view", metavar="VIEW"),)
-# Where `explain` draws the dataflow: one of these, or VIEW.svg.
+# A mutually exclusive group: `explain` writes a drawing or prints a tree, not both.
 EXPLAIN_OUTPUT: tuple[Argument, ...] = (
     arg(
         "-o",
