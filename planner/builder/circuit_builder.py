@@ -222,81 +222,15 @@ class CircuitBuilder:
         if isinstance(expr, ra.CidExtend):
             return Extend(ins[0], ra.CID_COLUMN, _row_cid(expr.relation, expr.input.schema), expr.relation)
         if isinstance(expr, ra.Select):
-            if keyed.pushed:
-                # `attr == constant` over a source: the SourceIndex (and its fetches) select
-                # the matching tuples; the other predicates stay in a Filter above it.
-                filters = tuple(dict.fromkeys(keyed.pushed.values()))
-                scan = expr.input
-                scan_key = keyed.inputs[0].key
-                below: Node
-                if isinstance(scan, ra.CidExtend):
-                    assert isinstance(scan.input, ra.Scan)
-                    index = self._source_index(scan.input, scan_key, filters)
-                    below = Extend(
-                        index, ra.CID_COLUMN, _row_cid(scan.relation, scan.input.schema), scan.relation
-                    )
-                else:
-                    assert isinstance(scan, ra.Scan)
-                    below = self._source_index(scan, scan_key, filters)
-                rest = tuple(p for p in expr.predicates if p not in keyed.pushed)
-                if not rest:
-                    return below
-                label = " and ".join(f"{p.left} {p.op} {p.right}" for p in rest)
-                return Filter(below, _predicate(expr.schema, rest), label)
-            label = " and ".join(f"{p.left} {p.op} {p.right}" for p in expr.predicates)
-            return Filter(ins[0], _predicate(expr.schema, expr.predicates), label)
+            return self._select(keyed, expr, ins)
         if isinstance(expr, ra.Project):
             return self._map(ins[0], expr)
         if isinstance(expr, (ra.Join, ra.SemiJoin, ra.AntiJoin)):
-            left, right = ins
-            if key is None:
-                on = expr.on
-                node = AntiJoin if isinstance(expr, ra.AntiJoin) else Join
-                lpos, rpos = _positions(left.schema, on), _positions(right.schema, on)
-                return node(left, right, lpos, rpos, partial=False)
-            # The join columns in the key's order when the key is them (both sides keyed alike).
-            on = key if expr.on and set(key) == set(expr.on) else expr.on
-            side = keyed.side or 0
-            side_key = _positions(ins[side].schema, key)
-            other_partial = keyed.inputs[1 - side].key is not None
-            if isinstance(expr, ra.AntiJoin):
-                return AntiJoin(
-                    left,
-                    right,
-                    _positions(left.schema, on),
-                    _positions(right.schema, on),
-                    partial=True,
-                    side_key=side_key,
-                    other_partial=other_partial,
-                )
-            return Join(
-                left,
-                right,
-                _positions(left.schema, on),
-                _positions(right.schema, on),
-                partial=True,
-                keyed_side=side,
-                side_key=side_key,
-                other_partial=other_partial,
-            )
+            return self._join(keyed, expr, ins)
         if isinstance(expr, ra.Difference):
             return Minus(ins[0], ins[1])
         if isinstance(expr, ra.Aggregate):
-            body, atom = ins
-            group = key if key is not None and expr.group and set(key) == set(expr.group) else expr.group
-            function, value_col = self.aggregate_function(expr, atom.schema)
-            return AggregateJoin(
-                body,
-                atom,
-                _positions(body.schema, group),
-                _positions(atom.schema, group),
-                value_col,
-                function,
-                expr.result,
-                partial=key is not None,
-                side_key=None if key is None else _positions(body.schema, key),
-                other_partial=keyed.inputs[1].key is not None,
-            )
+            return self._aggregate(keyed, expr, ins)
         if isinstance(expr, ra.Union):
             return Union(tuple(ins))
         if isinstance(expr, ra.Distinct):
@@ -304,6 +238,82 @@ class CircuitBuilder:
         if isinstance(expr, ra.Unit):
             return Unit()
         raise AssertionError(f"cannot build {type(expr).__name__} at the root: {expr!r}")
+
+    def _select(self, keyed: Keyed, expr: ra.Select, ins: list[Node]) -> Node:
+        if not keyed.pushed:
+            label = " and ".join(f"{p.left} {p.op} {p.right}" for p in expr.predicates)
+            return Filter(ins[0], _predicate(expr.schema, expr.predicates), label)
+        # `attr == constant` over a source: the SourceIndex (and its fetches) select
+        # the matching tuples; the other predicates stay in a Filter above it.
+        filters = tuple(dict.fromkeys(keyed.pushed.values()))
+        scan = expr.input
+        scan_key = keyed.inputs[0].key
+        below: Node
+        if isinstance(scan, ra.CidExtend):
+            assert isinstance(scan.input, ra.Scan)
+            index = self._source_index(scan.input, scan_key, filters)
+            below = Extend(index, ra.CID_COLUMN, _row_cid(scan.relation, scan.input.schema), scan.relation)
+        else:
+            assert isinstance(scan, ra.Scan)
+            below = self._source_index(scan, scan_key, filters)
+        rest = tuple(p for p in expr.predicates if p not in keyed.pushed)
+        if not rest:
+            return below
+        label = " and ".join(f"{p.left} {p.op} {p.right}" for p in rest)
+        return Filter(below, _predicate(expr.schema, rest), label)
+
+    @staticmethod
+    def _join(keyed: Keyed, expr: ra.Join | ra.SemiJoin | ra.AntiJoin, ins: list[Node]) -> Node:
+        key = keyed.key
+        left, right = ins
+        if key is None:
+            on = expr.on
+            node = AntiJoin if isinstance(expr, ra.AntiJoin) else Join
+            lpos, rpos = _positions(left.schema, on), _positions(right.schema, on)
+            return node(left, right, lpos, rpos, partial=False)
+        # The join columns in the key's order when the key is them (both sides keyed alike).
+        on = key if expr.on and set(key) == set(expr.on) else expr.on
+        side = keyed.side or 0
+        side_key = _positions(ins[side].schema, key)
+        other_partial = keyed.inputs[1 - side].key is not None
+        if isinstance(expr, ra.AntiJoin):
+            return AntiJoin(
+                left,
+                right,
+                _positions(left.schema, on),
+                _positions(right.schema, on),
+                partial=True,
+                side_key=side_key,
+                other_partial=other_partial,
+            )
+        return Join(
+            left,
+            right,
+            _positions(left.schema, on),
+            _positions(right.schema, on),
+            partial=True,
+            keyed_side=side,
+            side_key=side_key,
+            other_partial=other_partial,
+        )
+
+    def _aggregate(self, keyed: Keyed, expr: ra.Aggregate, ins: list[Node]) -> Node:
+        key = keyed.key
+        body, atom = ins
+        group = key if key is not None and expr.group and set(key) == set(expr.group) else expr.group
+        function, value_col = self.aggregate_function(expr, atom.schema)
+        return AggregateJoin(
+            body,
+            atom,
+            _positions(body.schema, group),
+            _positions(atom.schema, group),
+            value_col,
+            function,
+            expr.result,
+            partial=key is not None,
+            side_key=None if key is None else _positions(body.schema, key),
+            other_partial=keyed.inputs[1].key is not None,
+        )
 
     def _is_source(self, expr: ra.Expr) -> bool:
         """Whether `expr` is a Scan built as a SourceIndex (a source or a hidden relation)."""

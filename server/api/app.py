@@ -10,6 +10,7 @@ import threading
 from collections.abc import Mapping
 from concurrent import futures
 from pathlib import Path
+from typing import NoReturn
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -139,29 +140,109 @@ def serve(
     Spark jobs that read and that write the store (see `spark_deadline`).
     `limits` are what one request may ask for (default: `Limits()`'s).
     """
+    _configure_logging()
+    security = security or ServerSecurity()
+    limits = limits or Limits()
+    location = _checked_store(security, host, store, data_dir)
+    _log_configuration(
+        origins or {}, security, limits, data=data_dir.absolute(), location=location,
+        spark_master=spark_master, host=host, port=port, metrics_port=metrics_port,
+        flush_interval=flush_interval, program=program, full_state=full_state,
+        memory_budget=memory_budget, subscription_buffer=subscription_buffer,
+        spark_timeout=spark_timeout, spark_write_timeout=spark_write_timeout,
+    )
+    metrics = _serve_metrics(host, metrics_port)
+    server, bound = _bind(host, port, security, limits)
+    spark = SparkProvider(lambda: create_spark_session(spark_master))
+    # The JVM takes seconds to boot: start it now so the first upquery does not wait for it.
+    spark.start_in_background()
+    try:
+        # A store on Hadoop's file system opens through the JVM: this waits for it to boot.
+        scheduler = Scheduler(
+            data_dir,
+            spark,
+            flush_interval=flush_interval,
+            store_dir=location,
+            full_state=full_state,
+            memory_budget=memory_budget,
+            metrics=metrics,
+            subscription_buffer=subscription_buffer,
+            spark_timeouts=SparkTimeouts(spark_timeout, spark_write_timeout),
+            limits=limits,
+        )
+    except StoreLocationError as err:
+        _refuse_start(f"pomoview: {err}", spark)
+    if program is not None:
+        _install_program(scheduler, program, spark)
+    scheduler.start()
+    health_servicer, services = _add_services(server, scheduler)
+    done = _stop_on_signals()
+    server.start()
+    for name in services:
+        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    print(f"pomoview listening on {host}:{bound}", flush=True)
+    if os.environ.get("POMOVIEW_TRACEMALLOC"):
+        _trace_memory(int(os.environ["POMOVIEW_TRACEMALLOC"]))
+    done.wait()
+    _shut_down(server, health_servicer, spark, scheduler)
+
+
+def _configure_logging() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     # py4j logs every lost connection at INFO; a dead JVM is reported once, by the provider.
     logging.getLogger("py4j").setLevel(logging.WARNING)
-    security = security or ServerSecurity()
-    limits = limits or Limits()
+
+
+def _refuse_start(message: str, spark: SparkProvider | None = None) -> NoReturn:
+    """Prints why the server cannot start and exits with 2, stopping Spark if it was started."""
+    print(message, file=sys.stderr)
+    if spark is not None:
+        spark.stop()
+    raise SystemExit(2) from None
+
+
+def _checked_store(security: ServerSecurity, host: str, store: str | None, data_dir: Path) -> Path | str:
+    """The store's location, once the host and the store are known to be allowed; exits with
+    2 if not. This runs before anything is written or started: a refused start leaves no trace."""
     try:
-        # Before anything is written or started: a refused start leaves no trace.
         security.check_host(host)
         location = store_location(store, data_dir)
         check_store_marker(data_dir, location)
     except (ConfigError, SecurityConfigError, OSError) as err:
-        print(f"pomoview: {err}", file=sys.stderr)
-        raise SystemExit(2) from None
-    origin = dict(origins or {})
+        _refuse_start(f"pomoview: {err}")
+    return location
+
+
+def _log_configuration(
+    origins: Mapping[str, str],
+    security: ServerSecurity,
+    limits: Limits,
+    *,
+    data: Path,
+    location: Path | str,
+    spark_master: str,
+    host: str,
+    port: int,
+    metrics_port: int | None,
+    flush_interval: float,
+    program: Path | None,
+    full_state: bool,
+    memory_budget: int | None,
+    subscription_buffer: int,
+    spark_timeout: float | None,
+    spark_write_timeout: float | None,
+) -> None:
+    """Logs every setting on one line, each with where it came from (`origins`: flag, env or
+    default), and warns when the server is open to anyone who can reach it."""
 
     def setting(name: str, value: object) -> str:
-        return f"{name}={value}" + (f" ({origin[name]})" if name in origin else "")
+        return f"{name}={value}" + (f" ({origins[name]})" if name in origins else "")
 
     log.info(
         "configuration: %s",
         ", ".join(
             [
-                setting("data", data_dir.absolute()),
+                setting("data", data),
                 setting("store", location.as_uri() if isinstance(location, Path) else location),
                 setting("spark_master", spark_master),
                 setting("host", host),
@@ -193,43 +274,31 @@ def serve(
             "read and write every view",
             host,
         )
+
+
+def _serve_metrics(host: str, metrics_port: int | None) -> Metrics:
+    """The server's metrics, served on `metrics_port` if given; exits with 2 if it is in use.
+    This runs before Spark starts, so a port in use is refused at once."""
     metrics = Metrics()
     if metrics_port is not None:
-        try:  # before Spark starts: a port in use is refused at once
+        try:
             log.info("metrics at %s", metrics.serve(host, metrics_port))
         except OSError as err:
-            print(f"pomoview: cannot serve metrics on {host}:{metrics_port}: {err}", file=sys.stderr)
-            raise SystemExit(2) from None
-    server, bound = _bind(host, port, security, limits)
-    spark = SparkProvider(lambda: create_spark_session(spark_master))
-    # The JVM takes seconds to boot: start it now so the first upquery does not wait for it.
-    spark.start_in_background()
+            _refuse_start(f"pomoview: cannot serve metrics on {host}:{metrics_port}: {err}")
+    return metrics
+
+
+def _install_program(scheduler: Scheduler, program: Path, spark: SparkProvider) -> None:
+    """Installs the --program file; exits with 2, stopping Spark, if it does not compile."""
     try:
-        # A store on Hadoop's file system opens through the JVM: this waits for it to boot.
-        scheduler = Scheduler(
-            data_dir,
-            spark,
-            flush_interval=flush_interval,
-            store_dir=location,
-            full_state=full_state,
-            memory_budget=memory_budget,
-            metrics=metrics,
-            subscription_buffer=subscription_buffer,
-            spark_timeouts=SparkTimeouts(spark_timeout, spark_write_timeout),
-            limits=limits,
-        )
-    except StoreLocationError as err:
-        print(f"pomoview: {err}", file=sys.stderr)
-        spark.stop()
-        raise SystemExit(2) from None
-    if program is not None:
-        try:
-            scheduler.install(program.read_text(), program.name)
-        except ServiceError as err:
-            print(f"pomoview: cannot install {program}:\n{err.message}", file=sys.stderr)
-            spark.stop()
-            raise SystemExit(2) from None
-    scheduler.start()
+        scheduler.install(program.read_text(), program.name)
+    except ServiceError as err:
+        _refuse_start(f"pomoview: cannot install {program}:\n{err.message}", spark)
+
+
+def _add_services(server: grpc.Server, scheduler: Scheduler) -> tuple[health.HealthServicer, tuple[str, ...]]:
+    """Adds the view service, health checks and reflection to `server`; returns the health
+    servicer and the names it reports SERVING once the server has started."""
     add_view_service(ViewService(scheduler), server)
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
@@ -237,34 +306,26 @@ def serve(
     reflection.enable_server_reflection(
         (service_name, health.SERVICE_NAME, reflection.SERVICE_NAME), server
     )
+    return health_servicer, ("", service_name)
+
+
+def _stop_on_signals() -> threading.Event:
+    """An event SIGINT and SIGTERM set, handled from now on. This runs before the line that
+    says the server is ready: a supervisor may signal at once, and the default action would
+    kill the process, leaving a booting JVM to exit on its own."""
     done = threading.Event()
 
     def on_signal(signum: int, frame: object) -> None:
         done.set()
 
-    # Before the line that says the server is ready: a supervisor may signal at once, and the
-    # default action would kill the process, leaving a booting JVM to exit on its own.
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
-    server.start()
-    for name in ("", service_name):
-        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    print(f"pomoview listening on {host}:{bound}", flush=True)
-    if os.environ.get("POMOVIEW_TRACEMALLOC"):
-        # Memory debugging: `kill -USR1 <pid>` logs the 25 largest allocation sites.
-        import tracemalloc
+    return done
 
-        tracemalloc.start(int(os.environ["POMOVIEW_TRACEMALLOC"]))
 
-        def dump(signum: int, frame: object) -> None:
-            snapshot = tracemalloc.take_snapshot()
-            total = sum(stat.size for stat in snapshot.statistics("filename"))
-            log.info("tracemalloc: %d MiB traced", total >> 20)
-            for stat in snapshot.statistics("lineno")[:25]:
-                log.info("tracemalloc: %s", stat)
-
-        signal.signal(signal.SIGUSR1, dump)
-    done.wait()
+def _shut_down(
+    server: grpc.Server, health_servicer: health.HealthServicer, spark: SparkProvider, scheduler: Scheduler
+) -> None:
     log.info("shutting down")
     health_servicer.enter_graceful_shutdown()
     server.stop(grace=2).wait()
@@ -273,6 +334,23 @@ def serve(
     spark.abort_boot()
     scheduler.stop()
     spark.stop()
+
+
+def _trace_memory(frames: int) -> None:
+    """Memory debugging (POMOVIEW_TRACEMALLOC=frames): `kill -USR1 <pid>` logs the 25 largest
+    allocation sites."""
+    import tracemalloc
+
+    tracemalloc.start(frames)
+
+    def dump(signum: int, frame: object) -> None:
+        snapshot = tracemalloc.take_snapshot()
+        total = sum(stat.size for stat in snapshot.statistics("filename"))
+        log.info("tracemalloc: %d MiB traced", total >> 20)
+        for stat in snapshot.statistics("lineno")[:25]:
+            log.info("tracemalloc: %s", stat)
+
+    signal.signal(signal.SIGUSR1, dump)
 
 
 def _bind(host: str, port: int, security: ServerSecurity, limits: Limits) -> tuple[grpc.Server, int]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import math
 import queue
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -15,6 +14,7 @@ from google.protobuf.message import DecodeError, Message
 
 from pomoview.dataflow.introspect import NodeInfo
 from pomoview.planner.compile import CompiledProgram
+from pomoview.planner.frontend.values import coerce, is_nan
 from pomoview.proto.pomoview.v1 import view_service_pb2 as pb
 from pomoview.proto.pomoview.v1 import view_service_pb2_grpc as pb_grpc
 from pomoview.server.errors import ServiceError
@@ -50,7 +50,7 @@ def typed_row(row: pb.Row, where: str) -> TypedRow:
         out[name] = (_KINDS[kind], getattr(value, kind))
     # NaN equals nothing, itself included: a row holding it could never be deleted, nor a key
     # holding it found. The first such attribute by name, as the columnar form reports it.
-    nan = sorted(n for n, (k, v) in out.items() if k == "float" and math.isnan(v))  # type: ignore[arg-type]
+    nan = sorted(n for n, (_, v) in out.items() if is_nan(v))
     if nan:
         raise _invalid(f"{where}: attribute {nan[0]!r} is NaN, which equals no value")
     return out
@@ -82,7 +82,7 @@ def _side(change: pb.SourceChanges, i: int, side: str) -> Rows:
             (j, column.name)
             for column in columns.columns
             if column.type_name == "float"
-            for j in [next((j for j, v in enumerate(column.values) if v != v), None)]
+            for j in [next((j for j, v in enumerate(column.values) if is_nan(v)), None)]
             if j is not None
         ]
         if nans:
@@ -93,8 +93,12 @@ def _side(change: pb.SourceChanges, i: int, side: str) -> Rows:
 
 
 def to_value(value: object, type_name: str) -> pb.Value:
-    if type_name == "float" and isinstance(value, int) and not isinstance(value, bool):
-        value = float(value)
+    """An answer's value as the wire's Value of its attribute's type. The dataflow's values
+    have their attribute's type but in one case, an int where a float is declared (the sum
+    of an empty group is 0), which values.coerce turns into that float. Only a float
+    attribute's other values go through it: every value of every answer comes here."""
+    if type_name == "float" and type(value) is not float:
+        value = coerce(value, type_name, "an answer", allow_nan=True)
     return pb.Value(**{_FIELDS[type_name]: value})
 
 

@@ -2,24 +2,26 @@
 `stats`, `explain`.
 
 Only the standard library, `pomoview.client`, `pomoview.server.api.security` (grpc and the
-standard library), `cli_values` (the CLI's JSON values) and `explain` (drawing a view's
-dataflow) are imported at module level:
+standard library), `cli_values` (the CLI's JSON values), `arguments` (the subcommands'
+arguments, as data) and `explain` (drawing a view's dataflow) are imported at module level:
 a client-only install has no pyspark or lark, and `serve` imports the server lazily.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from pomoview.client import Client, PomoviewError, Unauthenticated, Unavailable
 from pomoview.server.api import security
-from pomoview.server.cli import explain
+from pomoview.server.cli import arguments, explain
+from pomoview.server.cli.arguments import Command
 from pomoview.server.cli.subscribe import add_subscribe_parser
 from pomoview.server.cli.values import (
     UsageError,
@@ -342,26 +344,50 @@ def format_stats(stats: Mapping[str, object]) -> str:
 
 # ---------------------------------------------------------------- parser
 
+# Every subcommand in the order `pomoview --help` lists them; `subscribe` adds its own parser.
+COMMANDS: tuple[Command | Callable[[Any, argparse.ArgumentParser], None], ...] = (
+    Command(
+        "serve",
+        cmd_serve,
+        help="run the server",
+        description="Run the server. A flag wins over its environment variable, which wins "
+        "over the default.",
+        arguments=arguments.SERVE,
+        more_flags=(security.add_serve_flags, limits.add_serve_flags),
+        client=False,
+    ),
+    Command("install", cmd_install, help="install a program", arguments=arguments.INSTALL),
+    Command("write", cmd_write, help="write one batch to a source", arguments=arguments.WRITE),
+    Command("lookup", cmd_lookup, help="look up a view by key", arguments=arguments.LOOKUP),
+    Command(
+        "load",
+        cmd_load,
+        help="bulk-import a CSV, Parquet or JSON-lines file into a source",
+        description="Bulk-import a file into a source as one epoch, with a progress bar. The "
+        "server's Spark reads the file: a relative FILE is made absolute here, so FILE must "
+        "be at that path on the server's machine (the default server runs on this one); a "
+        "URI (e.g. file:///data/votes.csv) is passed as is. A row that does not fit the "
+        "source stops the import, naming FILE:ROW and the reason, and nothing is loaded.",
+        arguments=arguments.LOAD,
+    ),
+    add_subscribe_parser,
+    Command("stats", cmd_stats, help="print server stats", arguments=arguments.STATS),
+    Command(
+        "explain",
+        cmd_explain,
+        help="draw a view's dataflow (SVG, DOT or text)",
+        description="Draw the dataflow the server built for VIEW (at its first lookup): each "
+        "operator, and for each state its key columns, partial or full, present keys and rows. "
+        "Writes VIEW.svg in the current folder by default; SVG needs Graphviz's dot program "
+        "(apt-get install graphviz), without which the DOT is written instead (VIEW.dot).",
+        arguments=arguments.EXPLAIN,
+        exclusive=(arguments.EXPLAIN_OUTPUT,),
+    ),
+)
 
-def _non_negative_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
 
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """Returns the parser; defaults read the environment at call time."""
-    parser = argparse.ArgumentParser(prog="pomoview", description="pomoview view server")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
+def _client_options() -> argparse.ArgumentParser:
+    """The options every client command shares, as a parent parser."""
     client_opts = argparse.ArgumentParser(add_help=False)
     client_opts.add_argument(
         "--address",
@@ -369,184 +395,39 @@ def build_parser() -> argparse.ArgumentParser:
         help="server host:port (env POMOVIEW_ADDRESS, default %(default)s)",
     )
     security.add_client_flags(client_opts)
+    return client_opts
 
+
+def _add_command(sub: Any, command: Command, client_opts: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
-        "serve",
-        help="run the server",
-        description="Run the server. A flag wins over its environment variable, which wins "
-        "over the default.",
+        command.name,
+        parents=[client_opts] if command.client else [],
+        help=command.help,
+        description=command.description,
     )
-    # Flags with an environment variable default to None: resolve_serve_config fills them in,
-    # and logs where each value came from.
-    p.add_argument(
-        "--data",
-        default=None,
-        metavar="DIR",
-        help="data folder: write-ahead log, installed program, and the store by default "
-        "(env POMOVIEW_DATA, default ./data)",
-    )
-    p.add_argument(
-        "--store",
-        default=None,
-        metavar="PATH_OR_URI",
-        help="where the Parquet store lives: a local folder or a file:// URI (on a Spark "
-        "cluster, a file system mounted at the same path on every node), or any URI Spark's "
-        "Hadoop client can write, e.g. hdfs://namenode/pomoview or s3a://bucket/pomoview "
-        "(env POMOVIEW_STORE, default DIR/store)",
-    )
-    p.add_argument(
-        "--spark-master",
-        default=None,
-        metavar="URL",
-        help="Spark master URL, e.g. local[4] or spark://host:7077 "
-        "(env POMOVIEW_SPARK_MASTER, default local[*])",
-    )
-    p.add_argument(
-        "--host",
-        default="127.0.0.1",
-        help="address to listen on; one beyond loopback needs a token, client certificates or "
-        "--insecure (default %(default)s)",
-    )
-    p.add_argument(
-        "--port", type=int, default=7878, help="port to listen on; 0 picks a free one (default %(default)s)"
-    )
-    p.add_argument("--program", default=None, metavar="FILE", help="program file to install at start")
-    p.add_argument(
-        "--metrics-port",
-        default=None,
-        metavar="PORT",
-        help="serve Prometheus metrics at http://HOST:PORT/metrics, HOST as --host "
-        "(env POMOVIEW_METRICS_PORT, default off)",
-    )
-    p.add_argument(
-        "--flush-interval",
-        type=float,
-        default=5.0,
-        metavar="SECONDS",
-        help="seconds between moves of the write-ahead log into the Parquet store (default %(default)s)",
-    )
-    p.add_argument(
-        "--full-state",
-        action="store_true",
-        help="materialize every state in full (no partial state, no upqueries after the first "
-        "scan); for comparison in benchmarks (env POMOVIEW_FULL_STATE=1)",
-    )
-    p.add_argument(
-        "--memory-budget",
-        default=None,
-        metavar="BYTES",
-        help="the most memory partial state may take (its estimated size, calibrated against "
-        "the server's RSS); past it, least recently used keys are evicted: bytes, or with K, M, "
-        "G (powers of 1024); default a quarter of the machine's memory, printed at start (env "
-        "POMOVIEW_MEMORY_BUDGET)",
-    )
-    p.add_argument(
-        "--subscription-buffer",
-        type=_positive_int,
-        default=None,
-        metavar="ROWS",
-        help="changed rows a subscription may hold unsent; a subscriber that falls further "
-        "behind is ended with RESOURCE_EXHAUSTED (default 10000)",
-    )
-    p.add_argument(
-        "--spark-timeout",
-        default=None,
-        metavar="SECONDS",
-        help="the deadline of a lookup's Spark job (an upquery of the Parquet store); past it the "
-        "job is cancelled and the lookups waiting on it get DEADLINE_EXCEEDED; 0 for none "
-        "(env POMOVIEW_SPARK_TIMEOUT, default 300)",
-    )
-    p.add_argument(
-        "--spark-write-timeout",
-        default=None,
-        metavar="SECONDS",
-        help="the deadline of the Spark jobs that write the store (a flush, a compaction, a bulk "
-        "load's passes), longer than a read's since they grow with the data; past it they are "
-        "cancelled, and a flush or compaction is retried later; 0 for none "
-        "(env POMOVIEW_SPARK_WRITE_TIMEOUT, default 3600)",
-    )
-    security.add_serve_flags(p)
-    limits.add_serve_flags(p)
-    p.set_defaults(handler=cmd_serve)
+    # Each parser gets its own copy of the options: an append flag's default list is the
+    # parsed value when the flag is absent, and must not be shared between parsers.
+    for names, options in command.arguments:
+        p.add_argument(*names, **copy.deepcopy(options))
+    for group in command.exclusive:
+        exclusive = p.add_mutually_exclusive_group()
+        for names, options in group:
+            exclusive.add_argument(*names, **copy.deepcopy(options))
+    for add_flags in command.more_flags:
+        add_flags(p)
+    p.set_defaults(handler=command.handler)
 
-    p = sub.add_parser("install", parents=[client_opts], help="install a program")
-    p.add_argument("file", metavar="FILE")
-    p.set_defaults(handler=cmd_install)
 
-    p = sub.add_parser("write", parents=[client_opts], help="write one batch to a source")
-    p.add_argument("source", metavar="SOURCE")
-    p.add_argument("--insert", action="append", default=[], metavar="JSON")
-    p.add_argument("--delete", action="append", default=[], metavar="JSON")
-    p.add_argument(
-        "--file",
-        default=None,
-        metavar="JSONL",
-        help='JSON lines: {"insert": row}, {"delete": row} or a bare row',
-    )
-    p.set_defaults(handler=cmd_write)
-
-    p = sub.add_parser("lookup", parents=[client_opts], help="look up a view by key")
-    p.add_argument("view", metavar="VIEW")
-    p.add_argument("key", nargs="+", metavar="KEY", help="a JSON object, or name=value pairs")
-    p.add_argument("--min-epoch", type=_non_negative_int, default=None, metavar="N")
-    p.set_defaults(handler=cmd_lookup)
-
-    p = sub.add_parser(
-        "load",
-        parents=[client_opts],
-        help="bulk-import a CSV, Parquet or JSON-lines file into a source",
-        description="Bulk-import a file into a source as one epoch, with a progress bar. The "
-        "server's Spark reads the file: a relative FILE is made absolute here, so FILE must "
-        "be at that path on the server's machine (the default server runs on this one); a "
-        "URI (e.g. file:///data/votes.csv) is passed as is. A row that does not fit the "
-        "source stops the import, naming FILE:ROW and the reason, and nothing is loaded.",
-    )
-    p.add_argument("source", metavar="SOURCE")
-    p.add_argument("file", metavar="FILE", help="a file, or a folder of files of one format")
-    p.add_argument(
-        "--format",
-        choices=["csv", "parquet", "jsonl"],
-        default=None,
-        help="the file's format (default: from its extension: .csv, .parquet, .jsonl)",
-    )
-    p.add_argument(
-        "--option",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a CSV option: header=true|false, delimiter=C, quote=C, escape=C",
-    )
-    p.add_argument(
-        "--no-header", action="store_true", help="CSV without a header line: columns in declared order"
-    )
-    p.set_defaults(handler=cmd_load)
-
-    add_subscribe_parser(sub, client_opts)
-
-    p = sub.add_parser("stats", parents=[client_opts], help="print server stats")
-    p.add_argument("--json", action="store_true", help="print the stats as JSON")
-    p.set_defaults(handler=cmd_stats)
-
-    p = sub.add_parser(
-        "explain",
-        parents=[client_opts],
-        help="draw a view's dataflow (SVG, DOT or text)",
-        description="Draw the dataflow the server built for VIEW (at its first lookup): each "
-        "operator, and for each state its key columns, partial or full, present keys and rows. "
-        "Writes VIEW.svg in the current folder by default; SVG needs Graphviz's dot program "
-        "(apt-get install graphviz), without which the DOT is written instead (VIEW.dot).",
-    )
-    p.add_argument("view", metavar="VIEW")
-    out = p.add_mutually_exclusive_group()
-    out.add_argument(
-        "-o",
-        "--output",
-        default=None,
-        metavar="FILE",
-        help="a .svg or .dot file, or - for DOT on stdout (default VIEW.svg)",
-    )
-    out.add_argument("--text", action="store_true", help="print the dataflow as a tree instead")
-    p.set_defaults(handler=cmd_explain)
+def build_parser() -> argparse.ArgumentParser:
+    """Returns the parser; defaults read the environment at call time."""
+    parser = argparse.ArgumentParser(prog="pomoview", description="pomoview view server")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    client_opts = _client_options()
+    for command in COMMANDS:
+        if isinstance(command, Command):
+            _add_command(sub, command, client_opts)
+        else:
+            command(sub, client_opts)
     return parser
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from pomoview.planner.frontend.cid import is_cid
+from pomoview.planner.frontend.values import BadValue, coerce
 from pomoview.server.errors import InvalidArgument
 from pomoview.server.types import SourceSchema, Tuple_, Value
 
@@ -47,27 +47,20 @@ class ColumnRows:
 Rows = Sequence[TypedRow] | ColumnRows
 
 
-def _coerce(value: TypedValue, expected: str, where: str) -> Value:
+def coerce_typed(value: TypedValue, expected: str, where: str) -> Value:
+    """A value as it arrived on the wire, (its type as sent, its Python value), as a value of
+    the type `expected`; raises InvalidArgument naming `where` (values.coerce says what fits).
+
+    NaN passes here: the service refuses it for every row of either form, before the schema
+    is known and in its own words (service.typed_row), and a columnar side is checked here
+    as its row 0 only."""
     kind, raw = value
-    if expected == "cid" and kind in ("cid", "string"):
-        # A string is accepted where a cid is declared, as a program's string literal is
-        # (planner/validate.py); either must be CID text, which nothing later checks.
-        return _checked_cid(raw, where)
-    if kind == expected:
-        return raw
-    if kind == "int" and expected == "float":
-        return float(raw)  # an int literal where a float is declared loses nothing
-    raise InvalidArgument(f"{where}: expected {expected}, got {kind} {raw!r}")
+    try:
+        return coerce(raw, expected, where, given=kind, allow_nan=True)
+    except BadValue as err:
+        raise InvalidArgument(str(err)) from None
 
 
-# `_coerce` under a public name, for other modules (a lookup types its keys with it).
-coerce_typed = _coerce
-
-
-def _checked_cid(raw: Value, where: str) -> str:
-    if not isinstance(raw, str) or not is_cid(raw):
-        raise InvalidArgument(f"{where}: {raw!r} is not a CID (CIDv1, base32 text)")
-    return raw
 
 
 def typed_tuple(row: TypedRow, schema: SourceSchema, where: str) -> Tuple_:
@@ -82,7 +75,7 @@ def typed_tuple(row: TypedRow, schema: SourceSchema, where: str) -> Tuple_:
         raise InvalidArgument(
             f"{where}: unknown attribute {', '.join(map(repr, extra))} (it has {', '.join(names)})"
         )
-    return tuple(_coerce(row[a], t, f"{where}: attribute {a!r}") for a, t in schema)
+    return tuple(coerce_typed(row[a], t, f"{where}: attribute {a!r}") for a, t in schema)
 
 
 def to_tuples(rows: Rows, schema: SourceSchema, where: str) -> list[Tuple_]:
@@ -114,12 +107,13 @@ def _column_tuples(rows: ColumnRows, schema: SourceSchema, where: str) -> list[T
     for attribute, type_name in schema:
         column = by_name[attribute]
         if column.type_name == "int" and type_name == "float":
+            # coerce's int -> float, for the whole column at once (row 0 told it is ints).
             ordered.append(list(map(float, column.values)))
         elif type_name == "cid":
             # Every value's text is checked, not only row 0's: a type says nothing of it.
             ordered.append(
                 [
-                    _checked_cid(v, f"{where}[{i}]: attribute {attribute!r}")
+                    coerce_typed((column.type_name, v), "cid", f"{where}[{i}]: attribute {attribute!r}")
                     for i, v in enumerate(column.values)
                 ]
             )

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pomoview.planner.frontend.values import BadValue, coerce
 from pomoview.server.disk.fileio import OS_FILES, FileIO, LogFile
 from pomoview.server.types import LoggedBatch, SourceChange, SourceSchema, Tuple_, Value
 
@@ -99,21 +100,16 @@ def encode_record(batch: LoggedBatch) -> bytes:
 
 
 def _decode_value(raw: Any, type_name: str, where: str) -> Value:
-    match type_name:
-        case "int" if type(raw) is int:
-            return raw
-        case "float" if type(raw) is float:
-            return raw
-        case "float" if type(raw) is int:
-            # A float attribute written as a whole number; the value is the same.
-            return float(raw)
-        case "string" | "cid" if type(raw) is str:
-            return raw
-        case "bool" if type(raw) is bool:
-            return raw
-        case "bytes" if type(raw) is dict and set(raw) == {"b"}:
-            return base64.b64decode(raw["b"], validate=True)
-    raise WalCorruption(f"{where}: value {raw!r} does not fit type {type_name}")
+    """A logged value as a value of its attribute's type (values.coerce), bytes untagged;
+    WalCorruption if it does not fit. The log gives back what it was given: a CID's text was
+    checked before it was logged, and NaN, which the service refuses, is kept if logged."""
+    value = raw
+    if type_name == "bytes" and type(raw) is dict and set(raw) == {"b"}:
+        value = base64.b64decode(raw["b"], validate=True)
+    try:
+        return coerce(value, type_name, where, check_cid=False, allow_nan=True)
+    except BadValue:
+        raise WalCorruption(f"{where}: value {raw!r} does not fit type {type_name}") from None
 
 
 def _decode_tuples(raw: Any, schema: SourceSchema, where: str) -> tuple[Tuple_, ...]:
