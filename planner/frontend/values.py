@@ -2,7 +2,7 @@
 of a value against a declared type.
 
 Where Python checks a value against a declaration, it calls `coerce`: the server's writes
-and lookup keys (the wire's typed values, server/scheduler/write_rows.py), the write-ahead
+and lookup keys (the wire's typed values, server/scheduler/typed_rows.py), the write-ahead
 log's recovery (server/wal/wal.py), the answers the server sends (server/api/service.py)
 and the in-process engine (engine/engine.py). What differs between them (where a value's
 type comes from, whether a CID's text or NaN is checked there, the words and class of the

@@ -23,13 +23,13 @@ from pomoview.server.disk.fileio import OS_FILES
 from pomoview.server.disk.fsync import fsync_path
 from pomoview.server.errors import ServiceError
 from pomoview.server.limits.requests import Limits
-from pomoview.server.reads.subscriptions import DEFAULT_BUFFER_ROWS
-from pomoview.server.scheduler.memory_budget import format_bytes
-from pomoview.server.scheduler.metrics import Metrics
+from pomoview.server.metrics.metrics import Metrics
 from pomoview.server.scheduler.scheduler import Scheduler
 from pomoview.server.spark.deadline import DEFAULT_READ_TIMEOUT, DEFAULT_WRITE_TIMEOUT, SparkTimeouts
 from pomoview.server.spark.session import SparkProvider, create_spark_session
 from pomoview.server.store.fs import StoreLocationError, split_location
+from pomoview.server.views.memory_budget import format_bytes
+from pomoview.server.views.subscriptions import DEFAULT_BUFFER_ROWS
 
 log = logging.getLogger("pomoview")
 

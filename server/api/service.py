@@ -19,10 +19,10 @@ from pomoview.proto.pomoview.v1 import view_service_pb2 as pb
 from pomoview.proto.pomoview.v1 import view_service_pb2_grpc as pb_grpc
 from pomoview.server.errors import ServiceError
 from pomoview.server.load.bulk_load import Progress
-from pomoview.server.reads.subscriptions import Subscription
 from pomoview.server.scheduler.scheduler import Scheduler
-from pomoview.server.scheduler.write_rows import Column, ColumnRows, Rows, TypedRow
+from pomoview.server.typed_rows import Column, ColumnRows, Rows, TypedRow
 from pomoview.server.types import Value
+from pomoview.server.views.subscriptions import Subscription
 
 log = logging.getLogger("pomoview.service")
 T = TypeVar("T")

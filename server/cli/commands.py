@@ -120,8 +120,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
         return 2
 
-    from pomoview.server.reads.subscriptions import DEFAULT_BUFFER_ROWS
-    from pomoview.server.scheduler.memory_budget import default_budget, parse_bytes
+    from pomoview.server.views.memory_budget import default_budget, parse_bytes
+    from pomoview.server.views.subscriptions import DEFAULT_BUFFER_ROWS
 
     metrics = metrics_port(config)
     timeouts = {name: spark_timeout(config, name) for name in ("spark_timeout", "spark_write_timeout")}

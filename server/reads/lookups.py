@@ -18,15 +18,15 @@ from pomoview.dataflow.state.keyed_state import Key, PackedRows, Row
 from pomoview.planner.compile import CompiledProgram
 from pomoview.planner.frontend.validate import Relation
 from pomoview.server.errors import InvalidArgument, NotFound, Unavailable
+from pomoview.server.metrics.counters import Counters
+from pomoview.server.metrics.metrics import Metrics
 from pomoview.server.reads.spark_fetch import SESSION_DIED, Prefetched
-from pomoview.server.reads.subscriptions import Subscription
 from pomoview.server.reads.upquery_jobs import Ticket, UpqueryJobs
-from pomoview.server.scheduler.counters import Counters
-from pomoview.server.scheduler.metrics import Metrics
-from pomoview.server.scheduler.view_state import ViewState
-from pomoview.server.scheduler.write_rows import TypedRow, coerce_typed
 from pomoview.server.temporal.time_path import TimePath
+from pomoview.server.typed_rows import TypedRow, coerce_typed
 from pomoview.server.types import Value
+from pomoview.server.views.subscriptions import Subscription
+from pomoview.server.views.view_state import ViewState
 
 MAX_UPQUERY_ROUNDS = 64
 

@@ -17,8 +17,8 @@ from pomoview.dataflow.node import FetchRequest, Filters
 from pomoview.dataflow.state.keyed_state import Key, RowLayout
 from pomoview.planner.compile import CompiledProgram
 from pomoview.server.errors import DeadlineExceeded, Unavailable
-from pomoview.server.scheduler.counters import Counters
-from pomoview.server.scheduler.metrics import Metrics
+from pomoview.server.metrics.counters import Counters
+from pomoview.server.metrics.metrics import Metrics
 from pomoview.server.spark.deadline import SparkTimeout
 from pomoview.server.spark.session import SparkSessionLost, spark_error_reason
 from pomoview.server.store.source_store import Pin, SourceStore

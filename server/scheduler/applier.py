@@ -7,9 +7,9 @@ import logging
 import threading
 from collections import deque
 
-from pomoview.server.scheduler.view_state import ViewState
 from pomoview.server.temporal.time_path import TimePath
 from pomoview.server.types import LoggedBatch
+from pomoview.server.views.view_state import ViewState
 
 log = logging.getLogger("pomoview.scheduler")
 

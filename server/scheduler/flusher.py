@@ -9,15 +9,15 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from pomoview.server.metrics.metrics import Metrics
 from pomoview.server.reads.upquery_pins import UpqueryPins
-from pomoview.server.scheduler.metrics import Metrics
-from pomoview.server.scheduler.view_state import ViewState
 from pomoview.server.spark.deadline import SparkTimeout
 from pomoview.server.spark.session import SparkProviderStopped
 from pomoview.server.store.manifest import StoreWriteError
 from pomoview.server.store.source_store import SourceStore
 from pomoview.server.temporal.time_path import TimePath
 from pomoview.server.types import LoggedBatch
+from pomoview.server.views.view_state import ViewState
 from pomoview.server.wal.wal import WriteAheadLog
 
 log = logging.getLogger("pomoview.scheduler")

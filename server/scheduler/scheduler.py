@@ -41,26 +41,26 @@ from pomoview.server.errors import FailedPrecondition, InvalidArgument, NotFound
 from pomoview.server.limits import programs as program_limits
 from pomoview.server.limits.requests import Limits
 from pomoview.server.load import bulk_load
+from pomoview.server.metrics.counters import Counters, ReaderInfo, Stats
+from pomoview.server.metrics.metrics import Metrics
 from pomoview.server.reads.lookups import Lookups, OnAnswer
-from pomoview.server.reads.overlay import LogTail
 from pomoview.server.reads.spark_fetch import SparkFetch
-from pomoview.server.reads.subscriptions import DEFAULT_BUFFER_ROWS, Subscription, Subscriptions
 from pomoview.server.reads.upquery_jobs import UpqueryJobs
 from pomoview.server.reads.upquery_pins import UpqueryPins
 from pomoview.server.scheduler.applier import Applier
-from pomoview.server.scheduler.counters import Counters, ReaderInfo, Stats
 from pomoview.server.scheduler.flusher import COMPACT_INTERVAL, COMPACT_MIN_PARTS, Flusher
-from pomoview.server.scheduler.memory_budget import MemoryBudget, process_rss
-from pomoview.server.scheduler.metrics import Metrics
-from pomoview.server.scheduler.view_state import ViewState
 from pomoview.server.scheduler.write_path import WritePath
-from pomoview.server.scheduler.write_rows import Rows, TypedRow
 from pomoview.server.spark.deadline import WRITE_SETTING, SparkTimeouts, deadline
 from pomoview.server.store.fs import LocalFS
 from pomoview.server.store.source_store import SchemaMismatch, SourceStore
 from pomoview.server.temporal.time_path import TimePath
 from pomoview.server.temporal.time_state import TimeState, uses_time
+from pomoview.server.typed_rows import Rows, TypedRow
 from pomoview.server.types import SourceSchema, Value
+from pomoview.server.views.log_tail import LogTail
+from pomoview.server.views.memory_budget import MemoryBudget, process_rss
+from pomoview.server.views.subscriptions import DEFAULT_BUFFER_ROWS, Subscription, Subscriptions
+from pomoview.server.views.view_state import ViewState
 from pomoview.server.wal.wal import WriteAheadLog
 
 log = logging.getLogger("pomoview.scheduler")

@@ -10,11 +10,11 @@ import threading
 from collections.abc import Callable, Sequence
 
 from pomoview.server.errors import InvalidArgument, ResourceExhausted, Unavailable
-from pomoview.server.scheduler.metrics import Metrics
-from pomoview.server.scheduler.view_state import ViewState
-from pomoview.server.scheduler.write_rows import Rows, to_tuples
+from pomoview.server.metrics.metrics import Metrics
 from pomoview.server.temporal.time_path import TimePath
+from pomoview.server.typed_rows import Rows, to_tuples
 from pomoview.server.types import LoggedBatch, SourceChange, Tuple_
+from pomoview.server.views.view_state import ViewState
 from pomoview.server.wal.wal import WalUnusable, WriteAheadLog
 
 Merged = dict[str, tuple[dict[Tuple_, None], dict[Tuple_, None]]]
@@ -46,7 +46,7 @@ class WritePath:
 
     def write(self, changes: Sequence[tuple[str, Rows, Rows]]) -> int:
         """Validates, logs durably and queues one batch; returns its epoch. Each change is
-        (source, inserts, deletes), each side as rows or as columns (write_rows.py)."""
+        (source, inserts, deletes), each side as rows or as columns (typed_rows.py)."""
         merged = self._validated(changes)
         batch_changes = {
             s: SourceChange(tuple(ins), tuple(dels))

@@ -22,10 +22,10 @@ from pomoview.dataflow.zset import ZSet
 from pomoview.planner.compile import CompiledProgram
 from pomoview.planner.frontend.errors import Diagnostic, ProgramError
 from pomoview.server.errors import FailedPrecondition, Unavailable
-from pomoview.server.scheduler.view_state import ViewState
 from pomoview.server.store.source_store import SourceStore
 from pomoview.server.temporal.time_state import Checkpoint, TimeState, program_digest, uses_time
 from pomoview.server.types import LoggedBatch
+from pomoview.server.views.view_state import ViewState
 
 log = logging.getLogger("pomoview.scheduler")
 

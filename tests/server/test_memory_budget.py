@@ -8,7 +8,7 @@ import mmap
 
 import pytest
 
-from pomoview.server.scheduler.memory_budget import MemoryBudget, parse_bytes, process_rss
+from pomoview.server.views.memory_budget import MemoryBudget, parse_bytes, process_rss
 
 MIB = 1 << 20
 

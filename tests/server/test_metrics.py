@@ -10,8 +10,8 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from pomoview.dataflow.introspect import NodeInfo
-from pomoview.server.scheduler.counters import Stats
-from pomoview.server.scheduler.metrics import Metrics, per_view
+from pomoview.server.metrics.counters import Stats
+from pomoview.server.metrics.metrics import Metrics, per_view
 from pomoview.server.scheduler.scheduler import Scheduler
 
 from .test_scheduler import PROGRAM_A, row

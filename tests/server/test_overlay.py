@@ -1,4 +1,4 @@
-"""The log tail's keyed overlay (server/overlay.py) against a scan of every logged batch: random
+"""The log tail's keyed overlay (server/log_tail.py) against a scan of every logged batch: random
 batches of inserts and deletes, keyed fetches by one or two columns with and without a
 constant filter, at snapshots in the tail, with batches appended after an index was built
 and the tail trimmed between fetches."""
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import random
 
-from pomoview.server.reads.overlay import LogTail
 from pomoview.server.types import LoggedBatch, SourceChange, Tuple_
+from pomoview.server.views.log_tail import LogTail
 
 
 def _scan(

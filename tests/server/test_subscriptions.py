@@ -14,7 +14,7 @@ from pomoview.dataflow.state.keyed_state import Key, Row
 from pomoview.dataflow.zset import ZSet
 from pomoview.planner.compile import ProgramGraph, compile_program
 from pomoview.server.errors import ResourceExhausted, Unavailable
-from pomoview.server.reads.subscriptions import Subscriptions
+from pomoview.server.views.subscriptions import Subscriptions
 
 VOTES = """
 source article(id: int, title: string).

@@ -66,7 +66,7 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from pomoview.server.scheduler.counters import Stats
+from pomoview.server.metrics.counters import Stats
 
 log = logging.getLogger("pomoview.metrics")
 

@@ -14,9 +14,9 @@ import time
 
 from pomoview.planner.compile import CompiledProgram, ProgramGraph
 from pomoview.server.errors import DeadlineExceeded, FailedPrecondition, OutOfRange
-from pomoview.server.reads.overlay import LogTail
-from pomoview.server.reads.subscriptions import Subscriptions
-from pomoview.server.scheduler.memory_budget import MemoryBudget
+from pomoview.server.views.log_tail import LogTail
+from pomoview.server.views.memory_budget import MemoryBudget
+from pomoview.server.views.subscriptions import Subscriptions
 
 log = logging.getLogger("pomoview.memory")
 
