@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -301,24 +301,12 @@ class ViewService(pb_grpc.ViewServiceServicer):
                 hit = self.scheduler.hits(request.view, keys, min_epoch, self._encoder(program, request.view))
                 if hit is not None:
                     return lookup_response_bytes(*hit)
-            results, epoch = self.scheduler.lookup(
-                request.view, keys, min_epoch, timeout=context.time_remaining()
+            # The answering round encodes each key's rows from the reader and caches them
+            # there, so the hits after this miss encode nothing.
+            encoded, epoch = self.scheduler.lookup_encoded(
+                request.view, keys, min_epoch, context.time_remaining(), encoder=self._encoder
             )
-            program = self.scheduler.program
-            assert program is not None
-            types: Mapping[str, str] = program.relations[request.view].types
-            return pb.LookupResponse(
-                results=[
-                    pb.KeyRows(
-                        rows=[
-                            pb.Row(fields={a: to_value(v, types[a]) for a, v in row.items()})
-                            for row in rows
-                        ]
-                    )
-                    for rows in results
-                ],
-                epoch=epoch,
-            )
+            return lookup_response_bytes(encoded, epoch)
 
         return self._call(context, run)
 

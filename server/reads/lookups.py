@@ -1,8 +1,10 @@
 """Lookups: a lookup answers from a reader's state when every key is present; otherwise it
-upqueries, in rounds on the dataflow lock, through `fetch`: a keyed Spark job over the
-Parquet store at its version v (spark_fetch.py), plus the logged operations in (v, applied].
-Each round either answers or names the Spark jobs it needs; those run without any lock
-(coalesced with other lookups' in upquery_jobs.py), and the round runs again.
+runs as a walk in rounds (planner/compile.py's PendingLookup over dataflow/upquery.py's
+Walk). A round holds the dataflow lock, advances the walk with the Spark answers at hand
+(at_hand.py) and returns the rows or the fetches it missed; the missed fetches run as keyed
+Spark jobs without any lock (coalesced with other lookups' in upquery_jobs.py), and the next
+round resumes the walk where it stopped. A cold lookup of a join whose keys are the asked
+keys thus holds the lock twice (one round names both sides' fetches, the next answers).
 
 Hits (`hits`) answer without any lock, through the view state's sequence counter.
 """
@@ -10,16 +12,18 @@ Hits (`hits`) answer without any lock, through the view state's sequence counter
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
 
-from pomoview.dataflow.node import Fetch, FetchPending, Filters, matches
-from pomoview.dataflow.state.int_set import IntSet
-from pomoview.dataflow.state.keyed_state import Key, PackedRows, Row
-from pomoview.planner.compile import CompiledProgram
+from pomoview.dataflow.operators.reader import Reader
+from pomoview.dataflow.state.keyed_state import Key, Row
+from pomoview.planner.compile import CompiledProgram, LookupResult, PendingLookup
 from pomoview.planner.frontend.validate import Relation
 from pomoview.server.errors import InvalidArgument, NotFound, Unavailable
 from pomoview.server.metrics.counters import Counters
 from pomoview.server.metrics.metrics import Metrics
+from pomoview.server.reads.at_hand import AnswersAtHand
 from pomoview.server.reads.spark_fetch import SESSION_DIED, Prefetched
 from pomoview.server.reads.upquery_jobs import Ticket, UpqueryJobs
 from pomoview.server.temporal.time_path import TimePath
@@ -28,9 +32,19 @@ from pomoview.server.types import Value
 from pomoview.server.views.subscriptions import Subscription
 from pomoview.server.views.view_state import ViewState
 
-MAX_UPQUERY_ROUNDS = 64
-
 OnAnswer = Callable[[tuple[str, ...], list[Key]], None]
+Encode = Callable[[list[Row]], bytes]
+T = TypeVar("T")
+
+
+@dataclass
+class LookupTrace:
+    """What one lookup did, for tests and benchmarks that pass one in: its rounds on the
+    dataflow lock, its walk's node visits over all rounds, and the fetches it missed."""
+
+    rounds: int = 0
+    steps: int = 0
+    fetches: int = 0
 
 
 class Lookups:
@@ -60,60 +74,127 @@ class Lookups:
         min_epoch: int | None = None,
         timeout: float | None = None,
         on_answer: OnAnswer | None = None,
+        trace: LookupTrace | None = None,
     ) -> tuple[list[list[dict[str, Value]]], int]:
         """The rows of each key and the epoch they reflect. `on_answer(key_attrs, keys)` is
         called under the dataflow lock right after the rows were read, before any later
         epoch is applied (a subscription attaches there)."""
-        state = self._view
-        program = state.require_program()
+        program = self._view.require_program()
         relation, key_attrs, key_tuples = self._keys_of(program, view, keys)
         if not keys:
-            return [], state.applied_epoch
+            return [], self._view.applied_epoch
+        self._wait(min_epoch, timeout)
+
+        def read(_: Reader, rows: list[list[Row]]) -> list[list[Row]]:
+            return rows
+
+        rows, epoch = self._rounds(program, view, key_attrs, key_tuples, read, on_answer, trace)
+        attrs = relation.attributes
+        return [[dict(zip(attrs, row, strict=True)) for row in group] for group in rows], epoch
+
+    def lookup_encoded(
+        self,
+        view: str,
+        keys: Sequence[TypedRow],
+        min_epoch: int | None,
+        timeout: float | None,
+        encoder: Callable[[CompiledProgram, str], Encode],
+    ) -> tuple[list[bytes], int]:
+        """`lookup`, each key's rows as `encoder(program, view)` puts them: the encoding is
+        made in the answering round from the reader's groups and cached there, as a hit's
+        is, so the first hit after a miss encodes nothing."""
+        program = self._view.require_program()
+        _, key_attrs, key_tuples = self._keys_of(program, view, keys)
+        encode = encoder(program, view)
+        if not keys:
+            return [], self._view.applied_epoch
+        self._wait(min_epoch, timeout)
+
+        def read(reader: Reader, _: list[list[Row]]) -> list[bytes]:
+            out = []
+            for key in key_tuples:
+                data = reader.encoded(key, encode)
+                assert data is not None, "an answered key is present in its reader"
+                out.append(data)
+            return out
+
+        return self._rounds(program, view, key_attrs, key_tuples, read, None, None)
+
+    def _wait(self, min_epoch: int | None, timeout: float | None) -> None:
         if min_epoch is not None:
-            state.wait_applied(min_epoch, None if timeout is None else time.monotonic() + timeout)
+            self._view.wait_applied(min_epoch, None if timeout is None else time.monotonic() + timeout)
+
+    def _rounds(
+        self,
+        program: CompiledProgram,
+        view: str,
+        key_attrs: tuple[str, ...],
+        key_tuples: list[Key],
+        read: Callable[[Reader, list[list[Row]]], T],
+        on_answer: OnAnswer | None,
+        trace: LookupTrace | None,
+    ) -> tuple[T, int]:
+        """Runs the lookup's walk in rounds until it answers; `read` makes the answer from the
+        reader and its rows, under the lock of the answering round."""
+        state = self._view
         started = time.perf_counter()
-        answers: list[Prefetched] = []
+        at_hand = AnswersAtHand(state, self._time)
+        pending: PendingLookup | None = None
         tickets: list[Ticket] = []
         missed = False
         try:
-            # Each round either answers or names the Spark jobs it needs (every fetch it can
-            # know of: both parents of a union, both sides of a join by its own columns);
-            # they run together, without the lock, coalesced with other lookups' misses on
-            # the same sources. Dependent upqueries (a join's other side, by the join keys
-            # the first answer holds) take a round each, so a chain of n joins needs about
-            # n + 1 rounds.
-            for _ in range(MAX_UPQUERY_ROUNDS):
+            while True:
                 with state.lock:
                     if state.program is not program:
                         raise Unavailable("the program was replaced during the lookup; retry")
-                    try:
-                        rows = self._lookup_locked(program, view, key_attrs, key_tuples, answers)
-                    except FetchPending as pending:
-                        needed = pending.requests
-                        missed = True
-                    else:
+                    graph = state.graph
+                    assert graph is not None and graph.program is program
+                    if pending is None or pending.graph is not graph:
+                        # First round, or the graph was rebuilt between rounds: the walk starts
+                        # on the new graph (the answers at hand still serve it).
+                        pending = graph.start_lookup(view, key_attrs, key_tuples)
+                    result = self._round(pending, at_hand)
+                    if trace is not None:
+                        trace.rounds += 1
+                        trace.steps += result.steps
+                        trace.fetches += len(result.misses)
+                    if result.rows is not None:
+                        answer = read(graph.graph.readers[(view, key_attrs)], result.rows)  # type: ignore[index]
                         epoch = state.applied_epoch
                         if on_answer is not None:
                             on_answer(key_attrs, key_tuples)
                         if missed:
                             state.enforce_budget()  # after the answer is read: it is not evicted
                         break
-                round_tickets = self._jobs.submit(needed)
+                missed = True
+                round_tickets = self._jobs.submit(result.misses)
                 tickets.extend(round_tickets)
-                answers.extend(self._await_fetches(round_tickets))
-            else:
-                raise Unavailable(f"the upquery for {view!r} did not settle in {MAX_UPQUERY_ROUNDS} rounds")
+                at_hand.answers.extend(self._await_fetches(round_tickets))
         finally:
             for ticket in tickets:
                 ticket.release()
+        self._count(missed, started)
+        return answer, epoch
+
+    def _round(self, pending: PendingLookup, at_hand: AnswersAtHand) -> LookupResult:
+        """One round of the walk (caller holds the dataflow lock)."""
+        try:
+            result = pending.advance(at_hand)
+        except Exception:
+            # A walk stops at a miss with every state filled completely or untouched; anything
+            # raised may have left a state half filled: start a new graph so that it is never
+            # read (operator state is a cache; the next lookups refill it).
+            self._view.reset_graph()
+            raise
+        return result
+
+    def _count(self, missed: bool, started: float) -> None:
         if missed:
             self._counters.add_upquery()
             self._metrics.lookup_misses.inc()
             self._metrics.upquery_seconds.observe(time.perf_counter() - started)
         else:
             self._metrics.lookup_hits.inc()  # present on the locked path (e.g. after a min_epoch wait)
-        attrs = relation.attributes
-        return [[dict(zip(attrs, row, strict=True)) for row in group] for group in rows], epoch  # type: ignore[misc]
 
     def hits(
         self,
@@ -191,114 +272,6 @@ class Lookups:
         with self._view.lock:
             self._view.subscriptions.detach(sub)
 
-    # -- one round --------------------------------------------------------------------
-
-    def _lookup_locked(
-        self,
-        program: CompiledProgram,
-        view: str,
-        key_attrs: tuple[str, ...],
-        key_tuples: list[Key],
-        answers: list[Prefetched],
-    ) -> list[list[Row]]:
-        fetch = self._fetch_from(answers)
-        graph = self._view.graph
-        assert graph is not None and graph.program is program
-        try:
-            # A new reader is built and its full states hydrated first; a FetchPending there
-            # leaves the graph as it was.
-            return graph.lookup(view, key_attrs, key_tuples, fetch)
-        except FetchPending:
-            raise  # every state is filled completely or untouched: keep the graph
-        except Exception:
-            # Anything else may have left a state half filled: start a new graph so that it
-            # is never read (operator state is a cache; the next lookups refill it).
-            self._view.reset_graph()
-            raise
-
-    def _fetch_from(self, answers: list[Prefetched]) -> Fetch:
-        """A Fetch for the dataflow that answers from Spark results fetched before this round.
-
-        It runs on the dataflow lock, so the applied epoch and the log tail stand still
-        while it advances a snapshot to the applied epoch with the logged writes after it.
-        A request no answer covers raises FetchPending: the lookup then runs that Spark
-        job without the lock, and tries again.
-
-        An answer at version v is advanced with the tail's batches after v. The job pinned
-        v before it ran (`UpqueryPins`), and the flusher never trims the tail past a pinned
-        version, so the tail still holds them. Only a bulk load moves the tail's base past a
-        pinned version: its rows never pass through the log, so the answers from before it
-        are stale (`version < base`) and are fetched again.
-        """
-        state = self._view
-
-        def fetch(
-            source: str, cols: tuple[str, ...], keys: list[Key], filters: Filters
-        ) -> Iterable[Row]:
-            held = self._time.fetch(source, cols, keys, filters)  # transient and p@next
-            if held is not None:
-                return held
-            wanted = set(keys)
-            for answer in answers:
-                if (
-                    answer.source == source
-                    and answer.columns == cols
-                    and wanted <= answer.keys
-                    and set(answer.filters) <= set(filters)
-                    and answer.version >= state.tail.base
-                ):
-                    schema = [a for a, _ in state.require_program().source_schema(source)]
-                    positions = [schema.index(c) for c in cols]
-                    tests = tuple((schema.index(a), v) for a, v in filters)
-                    if answer.packed is not None:
-                        assert answer.layout is not None
-                        if set(answer.filters) == set(filters):
-                            return self._packed_answer(answer, wanted, tests)
-                        make = answer.layout.row
-                        tuples = [
-                            make(k, v)
-                            for k in wanted
-                            if k in answer.packed
-                            for v in answer.packed[k].tolist()
-                        ]
-                    else:
-                        tuples = [t for k in wanted for t in answer.by_key.get(k, ())]
-                    if set(answer.filters) != set(filters):
-                        tuples = [t for t in tuples if matches(t, tests)]
-                    return state.tail.overlay(
-                        source, tuples, answer.version, state.applied_epoch, positions, keys, tests
-                    )
-            raise FetchPending(source, cols, keys, filters)
-
-        return fetch
-
-    def _packed_answer(
-        self, answer: Prefetched, wanted: set[Key], tests: Filters
-    ) -> PackedRows:
-        """A packed answer advanced to the applied epoch: each key's values from the Spark
-        job (shared with other lookups, so each gets its own sets), then the logged
-        operations after the job's version, in order."""
-        layout, packed = answer.layout, answer.packed
-        assert layout is not None and packed is not None
-        groups: dict[Key, IntSet] = {}
-        for k in wanted:
-            values = packed.get(k)
-            groups[k] = IntSet() if values is None else IntSet.of_sorted_unique(values)
-        key_pos, value_pos = layout.key_cols[0], layout.value_pos
-        operations = self._view.tail.key_operations(
-            answer.source, (key_pos,), wanted, answer.version, self._view.applied_epoch
-        )
-        for t, op in operations:
-            group = groups[(t[key_pos],)]
-            if not matches(t, tests):  # type: ignore[arg-type]
-                continue
-            value = t[value_pos]
-            if op > 0 and value not in group:
-                group.add(value)  # type: ignore[arg-type]
-            elif op < 0 and value in group:
-                group.discard(value)  # type: ignore[arg-type]
-        return PackedRows(layout, groups)
-
     def _await_fetches(self, tickets: Sequence[Ticket]) -> list[Prefetched]:
         """The answers of one round's jobs (coalesced with other lookups' in `upquery_jobs`)."""
         answers: list[Prefetched] = []
@@ -346,8 +319,8 @@ class Lookups:
             values = []
             for a, t in typed:
                 kind, raw = k[a]
-                # Hits come here for every key of every read: the message of a bad key is
-                # only formatted for a bad key.
-                values.append(raw if kind == t else coerce_typed(k[a], t, f"keys[{i}].{a}"))
+                # Hits come here for every key of every read: a key of the attribute's own
+                # kind passes as it is (but a cid's text is checked).
+                values.append(raw if kind == t != "cid" else coerce_typed(k[a], t, f"keys[{i}].{a}"))
             key_tuples.append(tuple(values))
         return relation, key_attrs, key_tuples

@@ -6,8 +6,10 @@ write-ahead log and fsync -> reply with the epoch -> the dataflow thread (applie
 applies the batch to every reader's circuit, one epoch at a time, in order.
 
 Lookups (reads/lookups.py) answer from a reader's state when every key is present;
-otherwise they upquery, in rounds on the dataflow lock: a keyed Spark job over the Parquet
-store at its version v (reads/spark_fetch.py), plus the logged operations in (v, applied].
+otherwise they run as a walk in rounds on the dataflow lock, each returning the rows or the
+fetches it missed: a keyed Spark job over the Parquet store at its version v
+(reads/spark_fetch.py), plus the logged operations in (v, applied], and the next round
+resumes where the walk stopped.
 The flusher (flusher.py) moves applied batches into Parquet, trims the log behind what is
 durable there and what no running upquery still needs (reads/upquery_pins.py), and
 compacts the store. The time path (temporal/time_path.py) keeps the state of `@next` rules
@@ -43,7 +45,7 @@ from pomoview.server.limits.requests import Limits
 from pomoview.server.load import bulk_load
 from pomoview.server.metrics.counters import Counters, ReaderInfo, Stats
 from pomoview.server.metrics.metrics import Metrics
-from pomoview.server.reads.lookups import Lookups, OnAnswer
+from pomoview.server.reads.lookups import Lookups, LookupTrace, OnAnswer
 from pomoview.server.reads.spark_fetch import SparkFetch
 from pomoview.server.reads.upquery_jobs import UpqueryJobs
 from pomoview.server.reads.upquery_pins import UpqueryPins
@@ -275,9 +277,23 @@ class Scheduler:
         min_epoch: int | None = None,
         timeout: float | None = None,
         on_answer: OnAnswer | None = None,
+        trace: LookupTrace | None = None,
     ) -> tuple[list[list[dict[str, Value]]], int]:
         """The rows of each key and the epoch they reflect (reads/lookups.py)."""
-        return self.lookups.lookup(view, keys, min_epoch, timeout, on_answer)
+        return self.lookups.lookup(view, keys, min_epoch, timeout, on_answer, trace)
+
+    def lookup_encoded(
+        self,
+        view: str,
+        keys: Sequence[TypedRow],
+        min_epoch: int | None = None,
+        timeout: float | None = None,
+        *,
+        encoder: Callable[[CompiledProgram, str], Callable[[list[Row]], bytes]],
+    ) -> tuple[list[bytes], int]:
+        """`lookup`, each key's rows as `encoder(program, view)` puts them, cached for the
+        hits after it (reads/lookups.py)."""
+        return self.lookups.lookup_encoded(view, keys, min_epoch, timeout, encoder)
 
     def hits(
         self,

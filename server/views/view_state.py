@@ -8,9 +8,12 @@ the flusher reads and trims the tail; an install or a bulk load replaces the gra
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 from pomoview.planner.compile import CompiledProgram, ProgramGraph
 from pomoview.server.errors import DeadlineExceeded, FailedPrecondition, OutOfRange
@@ -19,6 +22,53 @@ from pomoview.server.views.memory_budget import MemoryBudget
 from pomoview.server.views.subscriptions import Subscriptions
 
 log = logging.getLogger("pomoview.memory")
+
+
+@dataclass
+class LockCount:
+    """How many times one thread acquired the dataflow lock while it was counted."""
+
+    count: int = 0
+
+
+class CountingLock:
+    """A mutex that counts the current thread's acquisitions while `counting` is open (the
+    probe of how often one lookup takes the dataflow lock). Outside a count it costs one
+    attribute read per acquisition. A Condition built on it counts a `wait`'s re-acquisition
+    too: that is a real acquisition."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._local = threading.local()
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        got = self._lock.acquire(blocking, timeout)
+        if got:
+            counter: LockCount | None = getattr(self._local, "counter", None)
+            if counter is not None:
+                counter.count += 1
+        return got
+
+    def release(self) -> None:
+        self._lock.release()
+
+    def locked(self) -> bool:
+        return self._lock.locked()
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    @contextlib.contextmanager
+    def counting(self) -> Iterator[LockCount]:
+        counter = LockCount()
+        self._local.counter = counter
+        try:
+            yield counter
+        finally:
+            self._local.counter = None
 
 
 class ViewState:
@@ -55,9 +105,10 @@ class ViewState:
         memory: MemoryBudget | None = None,
         full_state: bool = False,
     ) -> None:
-        # A plain Lock under the Condition, kept to check that callers hold it.
-        self._mutex = threading.Lock()
-        self.lock = threading.Condition(self._mutex)
+        # The mutex under the Condition, kept to check that callers hold it, and to count
+        # how often a thread takes it (`count_locks`).
+        self._mutex = CountingLock()
+        self.lock = threading.Condition(self._mutex)  # type: ignore[arg-type]
         self.subscriptions = subscriptions
         # Partial state is evicted when the process's memory grows past this (None: never).
         self.memory = memory
@@ -80,6 +131,11 @@ class ViewState:
         with self.lock:
             self.reset_graph()
             self._check()
+
+    def count_locks(self) -> contextlib.AbstractContextManager[LockCount]:
+        """Counts the current thread's acquisitions of `lock` inside the `with` block (tests
+        and benchmarks: how many holds a lookup takes)."""
+        return self._mutex.counting()
 
     def require_program(self) -> CompiledProgram:
         program = self.program

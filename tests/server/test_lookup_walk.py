@@ -53,7 +53,7 @@ def test_a_cold_lookup_of_the_vote_view_takes_the_dataflow_lock_twice(scheduler:
     s.flush()  # the rows come from Parquet, through the Spark jobs
     s.lookup("articleWithVotes", [row(id=2)], min_epoch=epoch)  # builds the reader: not cold any more
     trace = LookupTrace()
-    with s.views.count_locks() as held:
+    with s.view_state.count_locks() as held:
         results, _ = s.lookup("articleWithVotes", [row(id=1)], trace=trace)
     assert results == [[{"id": 1, "title": "a", "votes": 5}]]
     assert trace.rounds == 2 and trace.fetches == 2, trace
@@ -75,7 +75,7 @@ def test_a_chain_of_dependent_joins_takes_n_plus_one_rounds_and_linear_visits(sc
     s.write([(f"s{i}", [row(a=i, b=i + 1), row(a=i + 50, b=i + 51)], []) for i in range(n)])
     s.flush()
     trace = LookupTrace()
-    with s.views.count_locks() as held:
+    with s.view_state.count_locks() as held:
         results, _ = s.lookup("v", [row(a=0)], trace=trace)
     assert results == [[{"a": 0, "b": n}]]
     assert trace.rounds <= n + 1, trace
@@ -130,7 +130,9 @@ def test_the_first_hit_after_a_miss_encodes_nothing(scheduler: Scheduler) -> Non
         encoded.append(rows)
         return repr(sorted(rows)).encode()
 
-    answer, _ = s.lookup_encoded("articleWithVotes", [row(id=1)], min_epoch=epoch, encode=encode)
+    answer, _ = s.lookup_encoded(
+        "articleWithVotes", [row(id=1)], min_epoch=epoch, encoder=lambda program, view: encode
+    )
     assert answer == [repr([(1, "a", 1)]).encode()] and len(encoded) == 1
     hit = s.hits("articleWithVotes", [row(id=1)], None, encode)
     assert hit is not None and hit[0] == answer

@@ -1,0 +1,100 @@
+"""The dataflow's Fetch during a lookup's round: the Spark answers at hand, advanced to the
+applied epoch with the log tail, or None for a request none of them covers (the walk then
+reports a miss, and the lookup runs that keyed Spark job before its next round).
+
+An answer at version v is advanced with the tail's batches after v. The job pinned v before
+it ran (`UpqueryPins`), and the flusher never trims the tail past a pinned version, so the
+tail still holds them. Only a bulk load moves the tail's base past a pinned version: its
+rows never pass through the log, so the answers from before it are stale (`version < base`)
+and are fetched again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from pomoview.dataflow.node import Filters, matches
+from pomoview.dataflow.state.int_set import IntSet
+from pomoview.dataflow.state.keyed_state import Key, PackedRows, Row
+from pomoview.server.reads.spark_fetch import Prefetched
+from pomoview.server.temporal.time_path import TimePath
+from pomoview.server.views.view_state import ViewState
+
+
+class AnswersAtHand:
+    """A Fetch over the answers of a lookup's Spark jobs so far (`answers` grows between
+    rounds). Called on the dataflow lock only, so the applied epoch and the log tail stand
+    still while it advances an answer to the applied epoch."""
+
+    def __init__(self, view: ViewState, time_path: TimePath) -> None:
+        self._view = view
+        self._time = time_path
+        self.answers: list[Prefetched] = []
+
+    def __call__(
+        self, source: str, cols: tuple[str, ...], keys: list[Key], filters: Filters
+    ) -> Iterable[Row] | None:
+        held = self._time.fetch(source, cols, keys, filters)  # transient and p@next
+        if held is not None:
+            return held
+        wanted = set(keys)
+        answer = self._covering(source, cols, wanted, filters)
+        if answer is None:
+            return None
+        state = self._view
+        schema = [a for a, _ in state.require_program().source_schema(source)]
+        positions = [schema.index(c) for c in cols]
+        tests = tuple((schema.index(a), v) for a, v in filters)
+        if answer.packed is not None:
+            assert answer.layout is not None
+            if set(answer.filters) == set(filters):
+                return self._packed(answer, wanted, tests)
+            make = answer.layout.row
+            tuples = [make(k, v) for k in wanted if k in answer.packed for v in answer.packed[k].tolist()]
+        else:
+            tuples = [t for k in wanted for t in answer.by_key.get(k, ())]
+        if set(answer.filters) != set(filters):
+            tuples = [t for t in tuples if matches(t, tests)]
+        return state.tail.overlay(source, tuples, answer.version, state.applied_epoch, positions, keys, tests)
+
+    def _covering(
+        self, source: str, cols: tuple[str, ...], wanted: set[Key], filters: Filters
+    ) -> Prefetched | None:
+        """An answer that holds every wanted key of the request, fetched after the tail's
+        base (see the module docstring)."""
+        base = self._view.tail.base
+        for answer in self.answers:
+            if (
+                answer.source == source
+                and answer.columns == cols
+                and wanted <= answer.keys
+                and set(answer.filters) <= set(filters)
+                and answer.version >= base
+            ):
+                return answer
+        return None
+
+    def _packed(self, answer: Prefetched, wanted: set[Key], tests: Filters) -> PackedRows:
+        """A packed answer advanced to the applied epoch: each key's values from the Spark
+        job (shared with other lookups, so each gets its own sets), then the logged
+        operations after the job's version, in order."""
+        layout, packed = answer.layout, answer.packed
+        assert layout is not None and packed is not None
+        groups: dict[Key, IntSet] = {}
+        for k in wanted:
+            values = packed.get(k)
+            groups[k] = IntSet() if values is None else IntSet.of_sorted_unique(values)
+        key_pos, value_pos = layout.key_cols[0], layout.value_pos
+        operations = self._view.tail.key_operations(
+            answer.source, (key_pos,), wanted, answer.version, self._view.applied_epoch
+        )
+        for t, op in operations:
+            group = groups[(t[key_pos],)]
+            if not matches(t, tests):  # type: ignore[arg-type]
+                continue
+            value = t[value_pos]
+            if op > 0 and value not in group:
+                group.add(value)  # type: ignore[arg-type]
+            elif op < 0 and value in group:
+                group.discard(value)  # type: ignore[arg-type]
+        return PackedRows(layout, groups)
