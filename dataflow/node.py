@@ -392,6 +392,10 @@ class KeyedNode(Node):
             return True
         return self.state.get(tuple(key[cols.index(c)] for c in self.key_cols)) is not None
 
+    def describe(self) -> str:
+        keys = tuple(self.schema[c] for c in self.key_cols)
+        return f"{type(self).__name__}{self.schema} by {keys}, {'partial' if self.partial else 'full'}"
+
     def state_summary(self) -> StateSummary:
         return StateSummary(
             tuple(self.schema[c] for c in self.key_cols),

@@ -127,8 +127,8 @@ def test_explain_names_each_operator_inputs_first_with_its_keys_and_mode() -> No
         ("1", "SourceIndex(s by (), full)"),
         ("2", "Join(on ('b',), full)"),
         ("3", "Map('a', 'c')"),
-        ("4", "DistinctIncremental('a', 'c')"),
-        ("5", "Reader('a', 'c')"),
+        ("4", "DistinctIncremental('a', 'c') by ('a',), full"),
+        ("5", "Reader('a', 'c') by ('a',), full"),
     ]
     partial = by_b(store)
     assert explained(partial) == [
@@ -136,8 +136,8 @@ def test_explain_names_each_operator_inputs_first_with_its_keys_and_mode() -> No
         ("1", "SourceIndex(s by ('b',), partial)"),
         ("2", "Join(on ('b',), partial by left ('b',))"),
         ("3", "Map('b', 'c')"),
-        ("4", "DistinctIncremental('b', 'c')"),
-        ("5", "Reader('b', 'c')"),
+        ("4", "DistinctIncremental('b', 'c') by ('b',), partial"),
+        ("5", "Reader('b', 'c') by ('b',), partial"),
     ]
     # The paths are the nodes' own, in `nodes` order (inputs first).
     assert [path for path, _ in explained(partial)] == [
@@ -145,12 +145,6 @@ def test_explain_names_each_operator_inputs_first_with_its_keys_and_mode() -> No
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Reader.describe() (and DistinctIncremental's) name only the schema, not the key "
-    "columns or partial/full; Describe sends those as fields of their own (key, partial). "
-    "Strict: once the description says them, this passes and the marker must go.",
-)
 def test_a_readers_description_says_its_key_and_mode() -> None:
     store = Store(SCHEMAS)
     full, partial = build(store, (0,), partial=False).reader, by_b(store).reader

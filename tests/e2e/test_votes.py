@@ -208,7 +208,7 @@ def test_explain_draws_the_states_of_the_keys_looked_up(
         len(looked_up),
         sum(articles.get(a, 0) for a in looked_up),
     )
-    assert added["Reader('id', 'title', 'votes')"] == (len(looked_up), found)
+    assert added["Reader('id', 'title', 'votes') by ('id',), partial"] == (len(looked_up), found)
     assert all(n["partial"] for n in nodes if n["stateful"])
     # The CLI's pictures, parsed back, against facts known without the renderer: this
     # program's shape, and the Describe answer's nodes, edges and counts.
