@@ -469,8 +469,8 @@ def test_writes_wait_for_a_load_in_progress(scheduler: Scheduler, tmp_path: Path
     # The writer either blocks on the write lock (held by the load, in its write phase) or,
     # were the load not holding it, commits: `moved` is set by whichever happens first.
     moved = threading.Event()
-    watched = WatchedLock(s._write_lock, "writer", moved.set)
-    s._write_lock = watched  # type: ignore[assignment]
+    watched = WatchedLock(s.writes.lock, "writer", moved.set)
+    s.writes.lock = watched  # type: ignore[assignment]
     result: list[Any] = []
     loader = threading.Thread(target=lambda: result.append(s.load("vote", str(path))))
     loader.start()
