@@ -166,7 +166,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _client(args: argparse.Namespace) -> Client:
+def client_from_args(args: argparse.Namespace) -> Client:
     try:
         options = security.client_options(args.token_file, args.tls_ca, os.environ)
     except security.SecurityConfigError as err:
@@ -181,7 +181,7 @@ def cmd_install(args: argparse.Namespace) -> int:
         text = path.read_text()
     except OSError as err:
         raise UsageError(f"cannot read {path}: {err.strerror}") from None
-    with _client(args) as db:
+    with client_from_args(args) as db:
         relations = db.install(text, filename=str(path))
     for rel in relations:
         print(format_relation(rel))
@@ -196,7 +196,7 @@ def cmd_write(args: argparse.Namespace) -> int:
         more_inserts, more_deletes = read_changes_file(Path(args.file))
         inserts += more_inserts
         deletes += more_deletes
-    with _client(args) as db:
+    with client_from_args(args) as db:
         epoch = db.write(args.source, insert=inserts, delete=deletes)
     print(f"epoch {epoch}")
     return 0
@@ -205,7 +205,7 @@ def cmd_write(args: argparse.Namespace) -> int:
 def cmd_lookup(args: argparse.Namespace) -> int:
     """Prints the rows matching a key, one JSON line each, in a deterministic order."""
     key = parse_key(args.key)
-    with _client(args) as db:
+    with client_from_args(args) as db:
         rows = db.lookup(args.view, key, min_epoch=args.min_epoch)
     for line in sorted(row_to_json(r) for r in rows):
         print(line)
@@ -259,7 +259,7 @@ def cmd_load(args: argparse.Namespace) -> int:
         options["header"] = "false"
     bar = ProgressBar(sys.stderr)
     try:
-        with _client(args) as db:
+        with client_from_args(args) as db:
             rows, epoch = db.load(
                 args.source, args.file, format=args.format, options=options, progress=bar.update
             )
@@ -271,7 +271,7 @@ def cmd_load(args: argparse.Namespace) -> int:
 
 def cmd_stats(args: argparse.Namespace) -> int:
     """Prints the server's counters and a table of its dataflow's states (or JSON)."""
-    with _client(args) as db:
+    with client_from_args(args) as db:
         stats = db.stats()
     if args.json:
         print(json.dumps(stats, indent=2, sort_keys=True))
@@ -282,7 +282,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 def cmd_explain(args: argparse.Namespace) -> int:
     """Draws a view's dataflow as SVG or DOT (server/explain.py), or prints it as a tree."""
-    with _client(args) as db:
+    with client_from_args(args) as db:
         described = db.describe(args.view)
     return explain.explain(
         args.view, described, output=args.output, text=args.text, out=sys.stdout, err=sys.stderr

@@ -33,10 +33,10 @@ def change_to_json(change: Change) -> str:
 
 def cmd_subscribe(args: argparse.Namespace) -> int:
     """Prints the snapshot and the changes, flushing each line; Ctrl-C ends it with 0."""
-    from pomoview.server.cli.commands import _client  # the CLI's shared client options
+    from pomoview.server.cli.commands import client_from_args  # the CLI's shared client options
 
     key = parse_key(args.key)
-    with _client(args) as db, db.subscribe(args.view, [key]) as subscription:
+    with client_from_args(args) as db, db.subscribe(args.view, [key]) as subscription:
         try:
             for change in subscription:
                 print(change_to_json(change), flush=True)
