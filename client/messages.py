@@ -184,6 +184,8 @@ def stats_result(resp: pb.StatsResponse) -> dict[str, object]:
         "upqueries": resp.upqueries,
         "spark_jobs": resp.spark_jobs,
         "dropped_deltas": resp.dropped_deltas,
+        "apply_lag_seconds": resp.apply_lag_seconds,
+        "apply_lag_epochs": resp.apply_lag_epochs,
         "readers": [
             {
                 "view": r.view,

@@ -111,6 +111,16 @@ class Graph:
     def step(self, changes: Mapping[str, ZSet[Row]]) -> dict[int, Value | None]:
         return self.circuit.step(changes)
 
+    def open_step(self) -> None:
+        """Readers keep their published versions until `publish` (reads without a lock go
+        on at the last published epoch while steps run: operators/reader.py)."""
+        for reader in self.readers.values():
+            reader.open_step()
+
+    def publish(self) -> None:
+        for reader in self.readers.values():
+            reader.publish()
+
     @property
     def token(self) -> Hashable:
         """Changes whenever an answer a walk holds across rounds may have gone stale: at

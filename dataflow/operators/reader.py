@@ -8,7 +8,11 @@ Contract:
 - Full mode (no key columns, or no key provenance): hydrated at build time.
 - Reads without the lock: a delta replaces each changed group with a new object (copy on
   write, `KeyedState.replace`), so a group read stands for one version of its key, and
-  `wire` caches an encoding of it (the server's wire form) tagged by that object.
+  `wire` caches an encoding of it (the server's wire form) tagged by that object. While a
+  step is open (`open_step` .. `publish`), the first change to a key (a delta, an eviction)
+  first keeps the key's group as it was in `before`: a read during the step takes those
+  versions and so sees the last published epoch whole, never waiting for the step (Noria's
+  evmap: readers read one copy while the writer fills the other).
 - Taps (subscriptions): a key with taps hands each tap the changes applied to it, as
   they are applied (`Tap.capture`); a tapped key is pinned: never evicted here, and
   `eviction.evict` evicts nothing above a reader that holds pins (an eviction above could
@@ -17,13 +21,16 @@ Contract:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Protocol
 
-from pomoview.dataflow.node import EvictCols, KeyedNode, Node, group_by_key, project
+from pomoview.dataflow.node import EvictCols, KeyedNode, Node, group_by_key, matching_keys, project
 from pomoview.dataflow.state.keyed_state import Key, KeyedState, Row
 from pomoview.dataflow.upquery import Ask, Upquery, rows, run
 from pomoview.dataflow.zset import ZSet
+
+# `before`'s answer for a key the open step has not changed.
+_UNCHANGED = object()
 
 
 class Tap(Protocol):
@@ -50,12 +57,33 @@ class Reader(KeyedNode):
         self._marks_of: list[KeyedState] | None = None
         # key -> the taps (subscriptions) that receive its changes; each tapped key is present.
         self.taps: dict[Key, list[Tap]] = {}
+        # While a step is open: key -> its group (None: missing) as of the last published
+        # epoch, recorded before the step's first change to the key.
+        self.before: dict[Key, object | None] = {}
+        self._recording = False
+
+    def open_step(self) -> None:
+        """A step begins: keep the published version of every key it changes."""
+        self._recording = True
+
+    def publish(self) -> None:
+        """The step's epoch is published: drop the old versions."""
+        self._recording = False
+        self.before = {}
+
+    def _keep(self, keys: Iterable[Key]) -> None:
+        if self._recording:
+            before, peek = self.before, self.state.peek
+            for key in keys:
+                if key not in before:
+                    before[key] = peek(key)
 
     def on_delta(self, port: int, delta: ZSet[Row]) -> ZSet[Row]:
         by_key: dict[Key, list[tuple[Row, int]]] = {}
         for row, weight in delta.items():
             by_key.setdefault(project(row, self.key_cols), []).append((row, weight))
         taps = self.taps
+        self._keep(by_key)  # before any group changes: see the module docstring
         for key, changes in by_key.items():
             if not self.state.replace(key, changes):
                 self.metrics.dropped += len(changes)
@@ -83,6 +111,8 @@ class Reader(KeyedNode):
                 self.state.unpin(key)
 
     def on_evict(self, port: int, cols: EvictCols, keys: Collection[Key]) -> None:
+        if self._recording:  # a join's eviction during a step
+            self._keep(matching_keys(self.state, self.key_cols, cols, keys))
         super().on_evict(port, cols, keys)
         self._drop_stale_wire()
 
@@ -97,11 +127,19 @@ class Reader(KeyedNode):
             if state.peek(key) is None:
                 self.wire.pop(key, None)
 
-    def encoded(self, key: Key, encode: Callable[[list[Row]], bytes]) -> bytes | None:
+    def encoded(
+        self, key: Key, encode: Callable[[list[Row]], bytes], *, published: bool = False
+    ) -> bytes | None:
         """The key's rows as `encode` puts them on the wire (cached per version of the
         group), or None when the key is missing. Safe without the dataflow lock when the
-        caller checks afterwards that no epoch was applied meanwhile."""
-        stored = self.state.peek(key)
+        caller checks afterwards that nothing was published meanwhile. `published`: a step
+        is open, read the key as of the last published epoch (its `before` version)."""
+        stored = self.state.peek(key)  # first the group, then `before`: see the module docstring
+        current = True
+        if published:
+            old = self.before.get(key, _UNCHANGED)
+            if old is not _UNCHANGED:
+                stored, current = old, stored is old
         if stored is None:
             return None
         cached = self.wire.get(key)
@@ -109,7 +147,8 @@ class Reader(KeyedNode):
             data = cached[1]
         else:
             data = encode(list(self.state.view_of(key, stored)))
-            self.wire[key] = (stored, data)
+            if current:  # an old version's encoding would only displace the new one's
+                self.wire[key] = (stored, data)
         if self._marks_of is not self.upstream:
             self._marks = [s.hot for s in (self.state, *self.upstream) if s.partial]
             self._marks_of = self.upstream

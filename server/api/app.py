@@ -24,6 +24,7 @@ from pomoview.server.disk.fsync import fsync_path
 from pomoview.server.errors import ServiceError
 from pomoview.server.limits.requests import Limits
 from pomoview.server.metrics.metrics import Metrics
+from pomoview.server.scheduler.applier import DEFAULT_MAX_APPLY_LAG
 from pomoview.server.scheduler.scheduler import Scheduler
 from pomoview.server.spark.deadline import DEFAULT_READ_TIMEOUT, DEFAULT_WRITE_TIMEOUT, SparkTimeouts
 from pomoview.server.spark.session import SparkProvider, create_spark_session
@@ -120,6 +121,7 @@ def serve(
     program: Path | None = None,
     spark_master: str = "local[*]",
     flush_interval: float = 5.0,
+    max_apply_lag: float = DEFAULT_MAX_APPLY_LAG,
     store: str | None = None,
     origins: Mapping[str, str] | None = None,
     full_state: bool = False,
@@ -147,7 +149,7 @@ def serve(
     _log_configuration(
         origins or {}, security, limits, data=data_dir.absolute(), location=location,
         spark_master=spark_master, host=host, port=port, metrics_port=metrics_port,
-        flush_interval=flush_interval, program=program, full_state=full_state,
+        flush_interval=flush_interval, max_apply_lag=max_apply_lag, program=program, full_state=full_state,
         memory_budget=memory_budget, subscription_buffer=subscription_buffer,
         spark_timeout=spark_timeout, spark_write_timeout=spark_write_timeout,
     )
@@ -162,6 +164,7 @@ def serve(
             data_dir,
             spark,
             flush_interval=flush_interval,
+            max_apply_lag=max_apply_lag,
             store_dir=location,
             full_state=full_state,
             memory_budget=memory_budget,
@@ -225,6 +228,7 @@ def _log_configuration(
     port: int,
     metrics_port: int | None,
     flush_interval: float,
+    max_apply_lag: float,
     program: Path | None,
     full_state: bool,
     memory_budget: int | None,
@@ -250,6 +254,7 @@ def _log_configuration(
                 *(f"{name}={value}" for name, value in security.describe().items()),
                 setting("metrics_port", "off" if metrics_port is None else metrics_port),
                 setting("flush_interval", f"{flush_interval}s"),
+                setting("max_apply_lag", f"{max_apply_lag}s"),
                 setting("program", program if program is not None else "none"),
                 setting("full_state", full_state),
                 setting(

@@ -418,6 +418,8 @@ class ViewService(pb_grpc.ViewServiceServicer):
             baseline_rss_bytes=stats.baseline_rss_bytes,
             partial_state_bytes=stats.partial_state_bytes,
             eviction_rounds=stats.eviction_rounds,
+            apply_lag_seconds=stats.apply_lag_seconds,
+            apply_lag_epochs=stats.apply_lag_epochs,
         )
 
     def Load(

@@ -97,6 +97,15 @@ SERVE: tuple[Argument, ...] = (
         help="seconds between moves of the write-ahead log into the Parquet store (default %(default)s)",
     ),
     arg(
+        "--max-apply-lag",
+        type=float,
+        default=0.25,
+        metavar="SECONDS",
+        help="the most the views may fall behind the acknowledged writes: past it a write waits "
+        "before it is acknowledged (backpressure), and is refused after 30 s of waiting "
+        "(default %(default)s)",
+    ),
+    arg(
         "--full-state",
         action="store_true",
         help="materialize every state in full (no partial state, no upqueries after the first "

@@ -153,6 +153,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         program=Path(args.program) if args.program else None,
         spark_master=config["spark_master"][0],
         flush_interval=args.flush_interval,
+        max_apply_lag=args.max_apply_lag,
         store=config["store"][0] or None,
         full_state=args.full_state or os.environ.get("POMOVIEW_FULL_STATE", "") not in ("", "0"),
         memory_budget=budget,

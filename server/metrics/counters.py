@@ -50,3 +50,7 @@ class Stats:
     baseline_rss_bytes: int = 0
     partial_state_bytes: int = 0
     eviction_rounds: int = 0
+    # How far the views are behind the log: the age of the oldest durable batch not yet
+    # applied, and the epochs between the durable and the applied one.
+    apply_lag_seconds: float = 0.0
+    apply_lag_epochs: int = 0

@@ -101,6 +101,12 @@ class StateCollector(Collector):
             ("durable_epoch", stats.durable_epoch, "The last epoch durable in the write-ahead log."),
             ("flushed_epoch", stats.flushed_epoch, "The Parquet store's version."),
             ("partial_state_bytes", stats.partial_state_bytes, "Estimated bytes of all partial state."),
+            (
+                "apply_lag_seconds",
+                stats.apply_lag_seconds,
+                "Age of the oldest durable write the views do not reflect yet (0: none).",
+            ),
+            ("apply_lag_epochs", stats.apply_lag_epochs, "Durable epochs the views do not reflect yet."),
         ):
             yield GaugeMetricFamily(f"pomoview_{name}", doc, value=value)
         yield CounterMetricFamily(

@@ -33,6 +33,9 @@ from pomoview.server.views.subscriptions import Subscription
 from pomoview.server.views.view_state import ViewState
 
 OnAnswer = Callable[[tuple[str, ...], list[Key]], None]
+# A hit reads again when an epoch was published while it read; after this many tries (a
+# burst of tiny steps), the locked path answers it.
+HIT_TRIES = 4
 Encode = Callable[[list[Row]], bytes]
 T = TypeVar("T")
 
@@ -207,34 +210,36 @@ class Lookups:
         puts them (cached per version of the key's group), and its epoch; None when a key
         is missing or the lookup must wait for an epoch (the caller then takes `lookup`).
 
-        It takes no lock: epochs are applied under a sequence lock (the view state's `seq`,
-        odd while one is being applied), so an answer read while `seq` stayed even and
-        unchanged is the state at one applied epoch; otherwise it is None. Raises for bad
-        keys as `lookup`.
+        It takes no lock and never waits for an apply: it reads the view state's `published`
+        snapshot (the graph, the last applied epoch, and whether a step is open, when the
+        readers' groups as of that epoch are their `before` versions), and trusts what it
+        read only if the snapshot was not replaced meanwhile (else it reads again, a few
+        times, then gives up). Raises for bad keys as `lookup`.
         """
         state = self._view
         program = state.require_program()
-        relation, key_attrs, key_tuples = self._keys_of(program, view, keys)
-        seq = state.seq
-        if seq & 1:
-            return None
-        epoch = state.applied_epoch
-        graph = state.graph
-        if (min_epoch is not None and min_epoch > epoch) or graph is None or graph.program is not program:
-            return None
-        reader = graph.graph.readers.get((view, key_attrs))
-        if reader is None:
-            return None
-        out = []
-        for key in key_tuples:
-            data = reader.encoded(key, encode)
-            if data is None:
+        _, key_attrs, key_tuples = self._keys_of(program, view, keys)
+        for _ in range(HIT_TRIES):
+            pub = state.published
+            graph = pub.graph
+            if graph is None or graph.program is not program:
                 return None
-            out.append(data)
-        if state.seq != seq:
-            return None
-        self._metrics.lookup_hits.inc()
-        return out, epoch
+            if min_epoch is not None and min_epoch > pub.epoch:
+                return None  # the locked path waits for that epoch, and for no other
+            reader = graph.graph.readers.get((view, key_attrs))
+            if reader is None:
+                return None
+            stepping = bool(pub.seq & 1)
+            out = []
+            for key in key_tuples:
+                data = reader.encoded(key, encode, published=stepping)
+                if data is None:
+                    return None
+                out.append(data)
+            if state.published is pub:
+                self._metrics.lookup_hits.inc()
+                return out, pub.epoch
+        return None
 
     def subscribe(
         self, view: str, keys: Sequence[TypedRow], timeout: float | None = None

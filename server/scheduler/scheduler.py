@@ -49,7 +49,7 @@ from pomoview.server.reads.lookups import Lookups, LookupTrace, OnAnswer
 from pomoview.server.reads.spark_fetch import SparkFetch
 from pomoview.server.reads.upquery_jobs import UpqueryJobs
 from pomoview.server.reads.upquery_pins import UpqueryPins
-from pomoview.server.scheduler.applier import Applier
+from pomoview.server.scheduler.applier import DEFAULT_MAX_APPLY_LAG, Applier
 from pomoview.server.scheduler.flusher import COMPACT_INTERVAL, COMPACT_MIN_PARTS, Flusher
 from pomoview.server.scheduler.write_path import WritePath
 from pomoview.server.spark.deadline import WRITE_SETTING, SparkTimeouts, deadline
@@ -126,6 +126,7 @@ class Scheduler:
         spark_timeouts: SparkTimeouts | None = None,
         files: FileIO = OS_FILES,
         limits: Limits | None = None,
+        max_apply_lag: float = DEFAULT_MAX_APPLY_LAG,
     ) -> None:
         # What one request may ask for (`serve`'s limit flags); Install's are checked here.
         self.limits = Limits() if limits is None else limits
@@ -171,8 +172,10 @@ class Scheduler:
             max_linger=UPQUERY_MAX_LINGER,
         )
         self.lookups = Lookups(view, self.upquery_jobs, self.time_path, self.metrics, self.counters)
-        self.applier = Applier(view, self.time_path, self._stopping)
-        self.writes = WritePath(view, self.wal, self.metrics, self.time_path, self.applier.on_durable)
+        self.applier = Applier(view, self.time_path, self._stopping, max_lag=max_apply_lag)
+        self.writes = WritePath(
+            view, self.wal, self.metrics, self.time_path, self.applier.on_durable, self.applier.wait_for_room
+        )
         self.flusher = Flusher(
             view,
             self.upquery_pins,
@@ -405,6 +408,8 @@ class Scheduler:
                 baseline_rss_bytes=memory.baseline if memory else 0,
                 partial_state_bytes=graph.partial_bytes() if graph else 0,
                 eviction_rounds=memory.evictions if memory else 0,
+                apply_lag_seconds=self.applier.lag(),
+                apply_lag_epochs=view.durable_epoch - view.applied_epoch,
             )
 
     # -- bulk load ----------------------------------------------------------------

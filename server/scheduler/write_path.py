@@ -35,12 +35,15 @@ class WritePath:
         metrics: Metrics,
         time: TimePath,
         on_durable: Callable[[LoggedBatch], None],
+        wait_for_room: Callable[[], None] = lambda: None,
     ) -> None:
         self._view = view
         self._wal = wal
         self._metrics = metrics
         self._time = time
         self._on_durable = on_durable
+        # Backpressure: blocks while the views are too far behind the log (applier.py).
+        self._wait_for_room = wait_for_room
         self.lock = threading.Lock()
         self._last_assigned = 0  # highest epoch handed to the log, whether or not it committed
 
@@ -48,6 +51,7 @@ class WritePath:
         """Validates, logs durably and queues one batch; returns its epoch. Each change is
         (source, inserts, deletes), each side as rows or as columns (typed_rows.py)."""
         merged = self._validated(changes)
+        self._wait_for_room()  # before the epoch: a refused write leaves no trace
         batch_changes = {
             s: SourceChange(tuple(ins), tuple(dels))
             for s, (ins, dels) in merged.items()

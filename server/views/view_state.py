@@ -24,6 +24,18 @@ from pomoview.server.views.subscriptions import Subscriptions
 log = logging.getLogger("pomoview.memory")
 
 
+@dataclass(frozen=True)
+class Published:
+    """What a read without the lock may trust, replaced whole (one atomic assignment) at
+    every change: while `seq` is odd an epoch is being applied and the readers' groups as of
+    `epoch` (the last epoch applied) are their `before` versions (Reader.encoded); while it
+    is even they are the groups themselves, at `epoch`."""
+
+    seq: int
+    epoch: int
+    graph: ProgramGraph | None
+
+
 @dataclass
 class LockCount:
     """How many times one thread acquired the dataflow lock while it was counted."""
@@ -124,6 +136,7 @@ class ViewState:
         self.applied_epoch = durable_epoch
         # The sequence lock over the applied state, for reads without `lock` (see above).
         self.seq = 0
+        self.published = Published(0, durable_epoch, None)
         self._apply_open = False  # between `begin_apply` and `end_apply`
         # An apply raised half way (the apply loop logs it): `seq` stayed odd, and every
         # later apply flips it the other way, so its parity is no longer checked.
@@ -152,6 +165,7 @@ class ViewState:
         # Even to even, after the new graph is in place: a lookup without the lock that
         # read the old graph sees the sequence move and takes the locked path.
         self.seq += 2
+        self._publish()
 
     def begin_apply(self) -> None:
         """An epoch is being applied: lookups without the lock do not trust what they read
@@ -161,12 +175,19 @@ class ViewState:
         self._parity(odd=False)
         self._apply_open = True
         self.seq += 1
+        self._publish()
+        if self.graph is not None:
+            # From here the readers keep each changed key's group as of the last epoch.
+            self.graph.graph.open_step()
 
     def end_apply(self, epoch: int) -> None:
         """`epoch` is applied (caller holds the lock; it notifies the waiters after)."""
         self._parity(odd=True)
         self.applied_epoch = epoch
         self.seq += 1
+        self._publish()  # the new epoch, all at once: then the old versions can go
+        if self.graph is not None:
+            self.graph.graph.publish()
         self._apply_open = False
         self._check()
 
@@ -178,6 +199,7 @@ class ViewState:
         self.reset_graph()
         self.durable_epoch = self.applied_epoch = epoch
         self.seq += 2  # the epoch moved too: no lock-free read spans it
+        self._publish()
         self._apply_failed |= self._apply_open
         self._check()
         self.lock.notify_all()
@@ -209,6 +231,9 @@ class ViewState:
                 "memory: RSS %d MiB over the budget; evicted %d keys (%d MiB estimated) in %d steps",
                 (memory.last_rss - memory.baseline) >> 20, done.keys, done.estimated_bytes >> 20, done.steps,
             )
+
+    def _publish(self) -> None:
+        self.published = Published(self.seq, self.applied_epoch, self.graph)
 
     def _check(self) -> None:
         if __debug__:

@@ -1,0 +1,209 @@
+"""Reads never wait for an apply, the backlog is applied as one step, and writers wait
+when the views fall too far behind (server/scheduler/applier.py, server/views/view_state.py,
+dataflow/operators/reader.py)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pomoview.server.scheduler.scheduler import Scheduler
+
+VOTES = """
+source article(id: int, title: string).
+source vote(article_id: int, user_id: int).
+view articleWithVotes(id).
+articleWithVotes(id: Id, title: Title, votes: N) :-
+    article(id: Id, title: Title),
+    N := count : vote(article_id: Id).
+"""
+VIEW = "articleWithVotes"
+
+
+def row(**values: Any) -> dict[str, tuple[str, Any]]:
+    kinds = {int: "int", str: "string"}
+    return {k: (kinds[type(v)], v) for k, v in values.items()}
+
+
+def encode(rows: list[tuple[object, ...]]) -> bytes:
+    return repr(sorted(rows)).encode()
+
+
+def in_thread(fn: Callable[[], Any], timeout: float = 30) -> Any:
+    """`fn()` on another thread; fails if it does not return within `timeout` (a read that
+    waited for the held apply would never return)."""
+    out: list[Any] = []
+    thread = threading.Thread(target=lambda: out.append(fn()), daemon=True)
+    thread.start()
+    thread.join(timeout)
+    assert out, f"{fn} did not return in {timeout} s"
+    return out[0]
+
+
+@pytest.fixture
+def scheduler(tmp_path: Path, spark: Any) -> Iterator[Scheduler]:
+    # No backpressure to speak of: these tests hold steps for as long as they need.
+    s = Scheduler(tmp_path / "data", lambda: spark, flush_interval=3600, max_apply_lag=600)
+    s.start()
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+def test_hits_answer_the_published_epoch_while_a_step_is_held_half_done(scheduler: Scheduler) -> None:
+    """A gate inside the apply, after the reader changed its groups and before the step is
+    published: hits (which take no lock: the apply holds it) answer the previous epoch, and
+    say so; a lookup with `min_epoch` of the held epoch waits for it; once the gate opens,
+    hits answer the new epoch."""
+    s = scheduler
+    s.install(VOTES)
+    first = s.write([("article", [row(id=1, title="a"), row(id=2, title="b")], []),
+                     ("vote", [row(article_id=1, user_id=7), row(article_id=1, user_id=8)], [])])
+    s.lookup(VIEW, [row(id=1), row(id=2)], min_epoch=first)
+    graph = s.graph
+    assert graph is not None
+    reader = graph.graph.readers[(VIEW, ("id",))]
+    entered, gate = threading.Event(), threading.Event()
+    real = reader.on_delta
+
+    def gated(port: int, delta: Any) -> Any:
+        out = real(port, delta)  # the groups changed, the step not published
+        entered.set()
+        assert gate.wait(60)
+        return out
+
+    reader.on_delta = gated  # type: ignore[method-assign]
+    second: list[int] = []
+    writer = threading.Thread(
+        target=lambda: second.append(s.write([("vote", [row(article_id=1, user_id=9)], [])]))
+    )
+    writer.start()
+    try:
+        assert entered.wait(60)
+        hit = in_thread(lambda: s.hits(VIEW, [row(id=1), row(id=2)], None, encode))
+        assert hit is not None, "a hit fell back to the locked path during the step"
+        assert hit == ([encode([(1, "a", 2)]), encode([(2, "b", 0)])], first)
+        writer.join(60)  # acknowledged (durable) before it is applied
+        assert second and second[0] > first
+        # A read at the held epoch waits for it, and only for it.
+        assert s.hits(VIEW, [row(id=1)], second[0], encode) is None
+        waiting = threading.Thread(target=lambda: s.lookup(VIEW, [row(id=1)], min_epoch=second[0]))
+        waiting.start()
+    finally:
+        gate.set()
+    waiting.join(60)
+    assert not waiting.is_alive()
+    assert s.hits(VIEW, [row(id=1)], None, encode) == ([encode([(1, "a", 3)])], second[0])
+
+
+def test_a_backlog_is_applied_in_few_steps(scheduler: Scheduler) -> None:
+    """Writes queued behind a held step are applied together: one step for the whole run,
+    whose answer holds every write."""
+    s = scheduler
+    s.install(VOTES)
+    first = s.write([("article", [row(id=1, title="a")], [])])
+    s.lookup(VIEW, [row(id=1)], min_epoch=first)
+    graph = s.graph
+    assert graph is not None
+    reader = graph.graph.readers[(VIEW, ("id",))]
+    entered, gate = threading.Event(), threading.Event()
+    real = reader.on_delta
+
+    def gated(port: int, delta: Any) -> Any:
+        entered.set()
+        assert gate.wait(60)
+        return real(port, delta)
+
+    reader.on_delta = gated  # type: ignore[method-assign]
+    held = threading.Thread(target=lambda: s.write([("vote", [row(article_id=1, user_id=0)], [])]))
+    held.start()
+    try:
+        assert entered.wait(60)
+        steps = s.applier.steps
+        epochs = [s.write([("vote", [row(article_id=1, user_id=u)], [])]) for u in range(1, 41)]
+    finally:
+        gate.set()
+    held.join(60)
+    got, epoch = s.lookup(VIEW, [row(id=1)], min_epoch=epochs[-1])
+    assert got == [[{"id": 1, "title": "a", "votes": 41}]] and epoch >= epochs[-1]
+    # The held step, then the 40 queued batches: far fewer steps than batches.
+    assert s.applier.steps - steps <= 3, s.applier.steps - steps
+
+
+def wait_until(predicate: Callable[[], bool], what: str, timeout: float = 60) -> None:
+    """Polls a condition another thread (or the clock) makes true, with a deadline."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"not seen in {timeout} s: {what}"
+        time.sleep(0.001)
+
+
+@pytest.mark.parametrize("patient", [True, False], ids=["admitted-when-applied", "refused-after-waiting"])
+def test_a_writer_waits_while_the_views_are_too_far_behind(
+    tmp_path: Path, spark: Any, monkeypatch: pytest.MonkeyPatch, patient: bool
+) -> None:
+    """A step held by a gate: once the batch it applies is older than the bound, the next
+    write waits before it takes an epoch (nothing is committed meanwhile). When the step is
+    let go, the write goes through; when it is not, the write is refused with UNAVAILABLE,
+    and still nothing was committed."""
+    from pomoview.server.errors import Unavailable
+    from pomoview.server.scheduler import applier
+
+    monkeypatch.setattr(applier, "MAX_ROOM_WAIT", 60.0 if patient else 1.0)
+    bound = 0.05
+    s = Scheduler(tmp_path / "data", lambda: spark, flush_interval=3600, max_apply_lag=bound)
+    s.start()
+    gate = threading.Event()
+    try:
+        s.install(VOTES)
+        first = s.write([("article", [row(id=1, title="a")], [])])
+        s.lookup(VIEW, [row(id=1)], min_epoch=first)
+        graph = s.graph
+        assert graph is not None
+        real_step = graph.step
+        entered = threading.Event()
+
+        def gated(changes: Any) -> None:
+            entered.set()
+            assert gate.wait(60)
+            real_step(changes)
+
+        graph.step = gated  # type: ignore[method-assign]
+        held = s.write([("vote", [row(article_id=1, user_id=1)], [])])
+        assert entered.wait(60)
+        wait_until(lambda: s.applier.lag() > bound, "the held batch older than the bound")
+        outcome: list[Any] = []
+
+        def write() -> None:
+            try:
+                outcome.append(s.write([("vote", [row(article_id=1, user_id=2)], [])]))
+            except Unavailable as err:
+                outcome.append(err)
+
+        writer = threading.Thread(target=write)
+        writer.start()
+        if patient:
+            wait_until(lambda: s.applier.waiting == 1, "the writer waiting for room")
+            assert not outcome and s.stats().durable_epoch == held  # no epoch taken
+            gate.set()
+            writer.join(60)
+            assert outcome == [held + 1]
+            got, _ = s.lookup(VIEW, [row(id=1)], min_epoch=held + 1)
+            assert got == [[{"id": 1, "title": "a", "votes": 2}]]
+        else:
+            writer.join(60)
+            [err] = outcome
+            assert isinstance(err, Unavailable) and "--max-apply-lag" in str(err), err
+            assert s.stats().durable_epoch == held  # nothing was committed
+            gate.set()
+            got, _ = s.lookup(VIEW, [row(id=1)], min_epoch=held)
+            assert got == [[{"id": 1, "title": "a", "votes": 1}]]
+    finally:
+        gate.set()
+        s.stop()
