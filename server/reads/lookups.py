@@ -159,7 +159,7 @@ class Lookups:
                         trace.steps += result.steps
                         trace.fetches += len(result.misses)
                     if result.rows is not None:
-                        answer = read(graph.graph.readers[(view, key_attrs)], result.rows)  # type: ignore[index]
+                        answer = read(graph.graph.readers[(view, key_attrs)], result.rows)
                         epoch = state.applied_epoch
                         if on_answer is not None:
                             on_answer(key_attrs, key_tuples)

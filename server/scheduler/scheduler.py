@@ -389,7 +389,7 @@ class Scheduler:
             graph = view.graph.graph if view.graph is not None else None
             readers = [
                 ReaderInfo(name, key, reader.partial, reader.state.present_keys())
-                for (name, key), reader in (graph.readers.items() if graph else ())  # type: ignore[misc]
+                for (name, key), reader in (graph.readers.items() if graph else ())
             ]
             return Stats(
                 applied_epoch=view.applied_epoch,
