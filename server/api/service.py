@@ -316,7 +316,7 @@ class ViewService(pb_grpc.ViewServiceServicer):
         """The keys' rows (the snapshot), then their changes per epoch, until the client
         cancels or the subscription ends with an error (subscriptions.py)."""
 
-        def start() -> tuple[list[dict[str, Value]], int, Subscription]:
+        def start() -> tuple[list[dict[str, object]], int, Subscription]:
             keys = [typed_row(k, f"keys[{i}]") for i, k in enumerate(request.keys)]
             return self.scheduler.subscribe(request.view, keys, timeout=context.time_remaining())
 
