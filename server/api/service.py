@@ -99,7 +99,9 @@ def to_value(value: object, type_name: str) -> pb.Value:
     attribute's other values go through it: every value of every answer comes here."""
     if type_name == "float" and type(value) is not float:
         value = coerce(value, type_name, "an answer", allow_nan=True)
-    return pb.Value(**{_FIELDS[type_name]: value})
+    # The field is the type's, chosen at run time, which mypy cannot match to the value's
+    # type; protobuf checks the value against the field and raises TypeError on a mismatch.
+    return pb.Value(**{_FIELDS[type_name]: value})  # type: ignore[arg-type]
 
 
 def _invalid(message: str) -> ServiceError:
