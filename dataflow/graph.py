@@ -15,6 +15,7 @@ Everything here runs on one thread at a time (the server's dataflow lock).
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
+from typing import Generic, TypeVar
 
 from pomoview.dataflow.circuit import Circuit
 from pomoview.dataflow.introspect import NodeInfo
@@ -26,7 +27,8 @@ from pomoview.dataflow.state.keyed_pair import KeyedPair
 from pomoview.dataflow.state.keyed_state import Key, KeyedState, Row, evictions
 from pomoview.dataflow.zset import ZSet
 
-ReaderName = Hashable
+# A reader's name, of the caller's choosing (the planner's: the view and its key attributes).
+ReaderName = TypeVar("ReaderName", bound=Hashable)
 
 
 def _keyed_alike_above(reader: Reader) -> list[KeyedState]:
@@ -50,7 +52,7 @@ def _keyed_alike_above(reader: Reader) -> list[KeyedState]:
     return out
 
 
-class Graph:
+class Graph(Generic[ReaderName]):
     def __init__(self) -> None:
         self.readers: dict[ReaderName, Reader] = {}
         self.circuit = Circuit(())

@@ -206,7 +206,7 @@ class Engine:
     def readers(self) -> dict[tuple[str, tuple[str, ...]], Circuit]:
         """Each reader built so far -> the circuit of the graph they all share."""
         circuit = self.graph.graph.circuit
-        return {name: circuit for name in self.graph.graph.readers}  # type: ignore[misc]
+        return {name: circuit for name in self.graph.graph.readers}
 
     def _lookup(self, relation: str, key: tuple[str, ...], values: Key) -> list[Row]:
         return self.graph.lookup(relation, key, [values], self._fetch)[0]

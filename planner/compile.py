@@ -30,6 +30,8 @@ from pomoview.planner.ir.lower import Plan, lower
 # A user-defined aggregate: the group's distinct argument tuples (sorted) -> a value,
 # or None for "no result" (the rule does not fire for that group).
 AggregateFunction = Callable[[list[tuple[Any, ...]]], object]
+# A reader's name in a program's graph: (view, key attributes).
+ViewKey = tuple[str, tuple[str, ...]]
 
 
 @dataclass
@@ -95,7 +97,7 @@ class ProgramGraph:
     def __init__(self, program: CompiledProgram, *, partial: bool = True) -> None:
         self.program = program
         self.partial = partial
-        self.graph = Graph()
+        self.graph: Graph[ViewKey] = Graph()
         self._builder = CircuitBuilder(
             program.relations,
             program.plan.exprs,

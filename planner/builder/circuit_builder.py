@@ -439,7 +439,7 @@ class CircuitBuilder:
         per_group = Aggregate(
             values,
             function,
-            None if value_col is None else (lambda row, c=value_col: row[c]),
+            None if value_col is None else operator.itemgetter(value_col),
             lambda key, value: key + (value,),  # type: ignore[operator]
             schema=group + (expr.result,),
         )

@@ -99,7 +99,9 @@ def to_value(value: object, type_name: str) -> pb.Value:
     attribute's other values go through it: every value of every answer comes here."""
     if type_name == "float" and type(value) is not float:
         value = coerce(value, type_name, "an answer", allow_nan=True)
-    return pb.Value(**{_FIELDS[type_name]: value})
+    # The field is the type's, chosen at run time, which mypy cannot match to the value's
+    # type; protobuf checks the value against the field and raises TypeError on a mismatch.
+    return pb.Value(**{_FIELDS[type_name]: value})  # type: ignore[arg-type]
 
 
 def _invalid(message: str) -> ServiceError:
@@ -316,7 +318,7 @@ class ViewService(pb_grpc.ViewServiceServicer):
         """The keys' rows (the snapshot), then their changes per epoch, until the client
         cancels or the subscription ends with an error (subscriptions.py)."""
 
-        def start() -> tuple[list[dict[str, Value]], int, Subscription]:
+        def start() -> tuple[list[dict[str, object]], int, Subscription]:
             keys = [typed_row(k, f"keys[{i}]") for i, k in enumerate(request.keys)]
             return self.scheduler.subscribe(request.view, keys, timeout=context.time_remaining())
 

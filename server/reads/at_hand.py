@@ -12,6 +12,7 @@ and are fetched again.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from pomoview.dataflow.node import Filters, matches
 from pomoview.dataflow.state.int_set import IntSet
@@ -74,7 +75,7 @@ class AnswersAtHand:
                 return answer
         return None
 
-    def _packed(self, answer: Prefetched, wanted: set[Key], tests: Filters) -> PackedRows:
+    def _packed(self, answer: Prefetched, wanted: set[Key], tests: tuple[tuple[int, Any], ...]) -> PackedRows:
         """A packed answer advanced to the applied epoch: each key's values from the Spark
         job (shared with other lookups, so each gets its own sets), then the logged
         operations after the job's version, in order."""
@@ -90,7 +91,7 @@ class AnswersAtHand:
         )
         for t, op in operations:
             group = groups[(t[key_pos],)]
-            if not matches(t, tests):  # type: ignore[arg-type]
+            if not matches(t, tests):
                 continue
             value = t[value_pos]
             if op > 0 and value not in group:

@@ -28,7 +28,6 @@ from pomoview.server.reads.spark_fetch import SESSION_DIED, Prefetched
 from pomoview.server.reads.upquery_jobs import Ticket, UpqueryJobs
 from pomoview.server.temporal.time_path import TimePath
 from pomoview.server.typed_rows import TypedRow, coerce_typed
-from pomoview.server.types import Value
 from pomoview.server.views.subscriptions import Subscription
 from pomoview.server.views.view_state import ViewState
 
@@ -78,7 +77,7 @@ class Lookups:
         timeout: float | None = None,
         on_answer: OnAnswer | None = None,
         trace: LookupTrace | None = None,
-    ) -> tuple[list[list[dict[str, Value]]], int]:
+    ) -> tuple[list[list[dict[str, object]]], int]:
         """The rows of each key and the epoch they reflect. `on_answer(key_attrs, keys)` is
         called under the dataflow lock right after the rows were read, before any later
         epoch is applied (a subscription attaches there)."""
@@ -162,7 +161,7 @@ class Lookups:
                         trace.steps += result.steps
                         trace.fetches += len(result.misses)
                     if result.rows is not None:
-                        answer = read(graph.graph.readers[(view, key_attrs)], result.rows)  # type: ignore[index]
+                        answer = read(graph.graph.readers[(view, key_attrs)], result.rows)
                         epoch = state.applied_epoch
                         if on_answer is not None:
                             on_answer(key_attrs, key_tuples)
@@ -243,7 +242,7 @@ class Lookups:
 
     def subscribe(
         self, view: str, keys: Sequence[TypedRow], timeout: float | None = None
-    ) -> tuple[list[dict[str, Value]], int, Subscription]:
+    ) -> tuple[list[dict[str, object]], int, Subscription]:
         """The rows of `keys` (each key once), the epoch E they reflect, and a subscription
         that receives every change to them after E (subscriptions.py). Missing keys are
         upqueried as a lookup's; the keys stay present until `unsubscribe`."""
@@ -319,7 +318,7 @@ class Lookups:
             )
         key_attrs = tuple(a for a in relation.attributes if a in key_attrs)
         typed = [(a, relation.types[a]) for a in key_attrs]
-        key_tuples = []
+        key_tuples: list[Key] = []
         for i, k in enumerate(keys):
             values = []
             for a, t in typed:

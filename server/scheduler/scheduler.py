@@ -58,7 +58,7 @@ from pomoview.server.store.source_store import SchemaMismatch, SourceStore
 from pomoview.server.temporal.time_path import TimePath
 from pomoview.server.temporal.time_state import TimeState, uses_time
 from pomoview.server.typed_rows import Rows, TypedRow
-from pomoview.server.types import SourceSchema, Value
+from pomoview.server.types import SourceSchema
 from pomoview.server.views.log_tail import LogTail
 from pomoview.server.views.memory_budget import MemoryBudget, process_rss
 from pomoview.server.views.subscriptions import DEFAULT_BUFFER_ROWS, Subscription, Subscriptions
@@ -281,7 +281,7 @@ class Scheduler:
         timeout: float | None = None,
         on_answer: OnAnswer | None = None,
         trace: LookupTrace | None = None,
-    ) -> tuple[list[list[dict[str, Value]]], int]:
+    ) -> tuple[list[list[dict[str, object]]], int]:
         """The rows of each key and the epoch they reflect (reads/lookups.py)."""
         return self.lookups.lookup(view, keys, min_epoch, timeout, on_answer, trace)
 
@@ -310,7 +310,7 @@ class Scheduler:
 
     def subscribe(
         self, view: str, keys: Sequence[TypedRow], timeout: float | None = None
-    ) -> tuple[list[dict[str, Value]], int, Subscription]:
+    ) -> tuple[list[dict[str, object]], int, Subscription]:
         """The rows of `keys`, their epoch E, and a subscription to their changes after E."""
         return self.lookups.subscribe(view, keys, timeout)
 
@@ -392,7 +392,7 @@ class Scheduler:
             graph = view.graph.graph if view.graph is not None else None
             readers = [
                 ReaderInfo(name, key, reader.partial, reader.state.present_keys())
-                for (name, key), reader in (graph.readers.items() if graph else ())  # type: ignore[misc]
+                for (name, key), reader in (graph.readers.items() if graph else ())
             ]
             return Stats(
                 applied_epoch=view.applied_epoch,

@@ -36,7 +36,7 @@ def operations(batch: LoggedBatch) -> dict[str, ZSet[Row]]:
     ops: dict[str, ZSet[Row]] = {}
     for source, change in batch.changes.items():
         # write() made the inserts and deletes distinct and disjoint: one dict of weights.
-        weights = dict.fromkeys(change.inserts, 1)
+        weights: dict[Row, int] = dict.fromkeys(change.inserts, 1)
         weights.update(dict.fromkeys(change.deletes, -1))
         ops[source] = ZSet.of_weights(weights)
     return ops

@@ -222,7 +222,9 @@ class TimeState:
         """Builds the `p@ind` circuits at `epoch`; `fetch` answers the persistent sources
         at `epoch` (this state answers the others)."""
 
-        def both(source: str, names: tuple[str, ...], keys: list[Key], filters: Filters) -> Iterable[Row]:
+        def both(
+            source: str, names: tuple[str, ...], keys: list[Key], filters: Filters
+        ) -> Iterable[Row] | None:
             if self.serves(source):
                 return self.fetch(source, names, keys, filters)
             return fetch(source, names, keys, filters)
@@ -249,7 +251,8 @@ class TimeState:
         for source, present in self.transient.items():
             change = batch.changes.get(source)
             # An event lives for the epoch that wrote it; deleting one is a no-op.
-            transient[source] = now = set(change.inserts) if change is not None else set()
+            now: set[Row] = set(change.inserts) if change is not None else set()
+            transient[source] = now
             _delta(source, present, now, changes)
         following = {p: self.held[p] for p in self.next}
         for p, held in following.items():

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator, Sequence
 
+from pomoview.dataflow.state.keyed_state import Key, Row
 from pomoview.server.types import LoggedBatch, SourceChange, Tuple_, Value
 
 # A key's logged operations: (epoch, tuple, +1 insert / -1 delete), in log order.
@@ -32,7 +33,7 @@ class LogTail:
     def __init__(self, base: int, batches: Iterable[LoggedBatch] = ()) -> None:
         self.base = base
         self.batches: list[LoggedBatch] = [b for b in batches if b.epoch > base]
-        self._indexes: dict[tuple[str, tuple[int, ...]], dict[tuple[Value, ...], _Ops]] = {}
+        self._indexes: dict[tuple[str, tuple[int, ...]], dict[Key, _Ops]] = {}
 
     def append(self, batch: LoggedBatch) -> None:
         assert not self.batches or batch.epoch > self.batches[-1].epoch
@@ -51,7 +52,7 @@ class LogTail:
         self.base = max(self.base, epoch)
         self._indexes.clear()  # rebuilt from what is left at the next fetch that needs one
 
-    def _index(self, source: str, positions: tuple[int, ...]) -> dict[tuple[Value, ...], _Ops]:
+    def _index(self, source: str, positions: tuple[int, ...]) -> dict[Key, _Ops]:
         index = self._indexes.get((source, positions))
         if index is None:
             index = self._indexes[(source, positions)] = {}
@@ -65,7 +66,7 @@ class LogTail:
         self,
         source: str,
         positions: Sequence[int],
-        keys: Collection[tuple[Value, ...]],
+        keys: Collection[Key],
         after: int,
         through: int,
     ) -> Iterator[tuple[Tuple_, int]]:
@@ -82,16 +83,17 @@ class LogTail:
     def overlay(
         self,
         source: str,
-        snapshot: Iterable[Tuple_],
+        snapshot: Iterable[Row],
         snapshot_version: int,
         through: int,
         positions: Sequence[int],
-        keys: Collection[tuple[Value, ...]],
+        keys: Collection[Key],
         filters: Sequence[tuple[int, Value]] = (),
-    ) -> set[Tuple_]:
+    ) -> set[Row]:
         """`snapshot` (the source at `snapshot_version`, restricted to `keys` and to the tuples
         whose column at each position of `filters` equals its value) advanced to `through`;
-        the logged operations are restricted alike."""
+        the logged operations are restricted alike. It answers a dataflow fetch: the keys
+        and the rows are the dataflow's (`Key`, `Row`), the logged tuples among them."""
         assert snapshot_version >= self.base, "the tail no longer holds the writes after the snapshot"
         present = set(snapshot)
         if positions:
@@ -121,7 +123,7 @@ class LogTail:
 
 
 def _index_change(
-    index: dict[tuple[Value, ...], _Ops], positions: tuple[int, ...], epoch: int, change: SourceChange
+    index: dict[Key, _Ops], positions: tuple[int, ...], epoch: int, change: SourceChange
 ) -> None:
     # A batch's inserts before its deletes, as `_operations` replays them.
     for side, op in ((change.inserts, 1), (change.deletes, -1)):
