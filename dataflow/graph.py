@@ -14,7 +14,7 @@ Everything here runs on one thread at a time (the server's dataflow lock).
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Collection, Hashable, Mapping, Sequence
 from typing import Generic, TypeVar
 
 from pomoview.dataflow.circuit import Circuit
@@ -98,6 +98,41 @@ class Graph(Generic[ReaderName]):
         self._views[name] = view
         reader.upstream = _keyed_alike_above(reader)
         return []
+
+    def loaded_keys_needed(self, source: str) -> list[tuple[int, ...]] | None:
+        """The key columns of the source indexes of `source` (what `evict_loaded` needs of a
+        load's rows), or None when one of them is full (a load rebuilds the graph then)."""
+        needed: list[tuple[int, ...]] = []
+        for node in self.circuit.sources.get(source, ()):
+            if isinstance(node, SourceIndex):
+                if not node.partial:
+                    return None
+                if node.key_cols not in needed:
+                    needed.append(node.key_cols)
+        return needed
+
+    def evict_loaded(self, source: str, touched: Mapping[tuple[int, ...], Collection[Key]]) -> bool:
+        """After a bulk load into `source` (rows that never passed through the circuit):
+        evicts, at every source index of `source`, the present keys the load touched
+        (`touched`: key columns -> the loaded tuples' keys on them), and what below was
+        derived from them; the next reads refill them from the store. False, evicting
+        nothing, when that cannot keep every state right: a full index (its whole contents
+        would need the load's rows), an index whose key columns `touched` lacks, or a touched
+        key a subscription pins (it would miss the change); the caller then rebuilds."""
+        nodes = [n for n in self.circuit.sources.get(source, ()) if isinstance(n, SourceIndex)]
+        plan: list[tuple[SourceIndex, list[Key]]] = []
+        for node in nodes:
+            keys = touched.get(node.key_cols)
+            if not node.partial or keys is None:
+                return False
+            present = [k for k in keys if node.state.is_present(k)]
+            if any(k in node.state.pinned for k in present) or node.own_eviction_reaches_pinned(present):
+                return False
+            plan.append((node, present))
+        for node, present in plan:
+            if present:
+                node.evict_own(present)
+        return True
 
     def evict(self, need: int) -> Evicted:
         """Evicts about `need` bytes of partial state, least recently used keys of the

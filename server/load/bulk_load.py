@@ -327,6 +327,17 @@ class LoadJob:
         self.rows = count
         return result, count
 
+    def distinct_keys(self, plan: Plan, positions: tuple[int, ...]) -> set[tuple[Any, ...]]:
+        """The distinct values the planned rows hold at the attributes in `positions` (one
+        Spark job over the file, after the pass validated it), as the dataflow's keys."""
+        if not positions:
+            return {()} if plan.rows.limit(1).count() else set()
+        columns = [plan.rows.columns[i] for i in positions]
+        return {
+            tuple(bytes(v) if isinstance(v, bytearray) else v for v in row)
+            for row in plan.rows.select(*columns).distinct().collect()
+        }
+
     def _write(self, path: str, write: Callable[[DataFrame], T], rows: DataFrame) -> T:
         try:
             return write(rows)

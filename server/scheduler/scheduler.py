@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Generic, TypeVar
 
 from pomoview.dataflow.introspect import NodeInfo
-from pomoview.dataflow.state.keyed_state import Row
+from pomoview.dataflow.state.keyed_state import Key, Row
 from pomoview.planner.compile import CompiledProgram, ProgramGraph, compile_program
 from pomoview.planner.frontend.errors import ProgramError
 from pomoview.server.disk.fileio import OS_FILES, FileIO
@@ -440,11 +440,15 @@ class Scheduler:
         deletes the part). The marker never reaches the dataflow: a failure after it leaves
         E an empty epoch. Writes wait while this runs; lookups go on, at the epoch before E.
 
-        The dataflow is brought up to date by dropping every circuit: operator state is a
-        cache of the base relations, and the next lookup rebuilds and upqueries the store,
-        which now holds the load. Feeding millions of rows through the circuits would
-        cost more than refilling the keys that are read again. This is done, together with
-        the applied and durable epochs moving to E, under the dataflow lock held across the
+        The dataflow is brought up to date by evicting what the load touched: a Spark job
+        per key of the source's indexes finds the loaded rows' keys, and the publication
+        evicts those that are present, at every index of the source and below it
+        (`Graph.evict_loaded`); the next reads of them refill from the store, which now
+        holds the load, and every other key stays warm. Feeding millions of rows through
+        the circuits would cost more than refilling the keys that are read again. When
+        that cannot keep every state right (a full state reads the source, a touched key
+        is subscribed), every circuit is dropped instead. This is done, together with the
+        applied and durable epochs moving to E, under the dataflow lock held across the
         store's publish, so no lookup ever answers with E's rows at an earlier epoch, or
         at E without them.
         """
@@ -501,6 +505,20 @@ class Scheduler:
             raise InvalidArgument(f"{resolved} takes no options (given: {', '.join(sorted(options))})")
         return schema
 
+    def _loaded_keys(
+        self, job: bulk_load.LoadJob, plan: bulk_load.Plan
+    ) -> dict[tuple[int, ...], set[Key]] | None:
+        """The keys the load's rows hold at each key of the source's indexes now (a Spark
+        job each), so that the publication evicts only those (`Graph.evict_loaded`); None
+        when a full state reads the source (the graph is rebuilt)."""
+        with self.view_state.lock:
+            graph = self.view_state.graph
+            needed = [] if graph is None else graph.graph.loaded_keys_needed(plan.source)
+        if needed is None:
+            return None
+        with job.failures(plan.path):
+            return {cols: job.distinct_keys(plan, cols) for cols in needed}
+
     def _load_locked(self, job: bulk_load.LoadJob, plan: bulk_load.Plan) -> tuple[int, int]:
         """`load` under the flusher's lock and the write lock: the load's epoch E is the next
         one, and stays free while the locks are held, so the one pass writes its part at E;
@@ -540,6 +558,8 @@ class Scheduler:
                 with job.failures(path):
                     # The store's epochs stay contiguous: the log's batches go in below the load.
                     self.store.flush([b for b in pending if b.epoch > self.store.version])
+                # The keys the load touches, to evict them alone when it is published.
+                touched = self._loaded_keys(job, plan)
             except BaseException:
                 self.store.discard_load(staged)
                 raise
@@ -548,7 +568,10 @@ class Scheduler:
             def publishing() -> Iterator[None]:
                 with view.lock:
                     yield  # the store publishes version `epoch` here
-                    view.reset_at(epoch)
+                    view.load_at(
+                        epoch,
+                        lambda graph: touched is not None and graph.graph.evict_loaded(source, touched),
+                    )
 
             with job.failures(path):
                 self.store.publish_load(staged, publishing())

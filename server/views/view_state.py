@@ -12,7 +12,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from pomoview.planner.compile import CompiledProgram, ProgramGraph
@@ -199,6 +199,23 @@ class ViewState:
         self.reset_graph()
         self.durable_epoch = self.applied_epoch = epoch
         self.seq += 2  # the epoch moved too: no lock-free read spans it
+        self._publish()
+        self._apply_failed |= self._apply_open
+        self._check()
+        self.lock.notify_all()
+
+    def load_at(self, epoch: int, keep: Callable[[ProgramGraph], bool]) -> None:
+        """Moves the applied and durable epochs to `epoch` past the dataflow (a bulk load,
+        which the store has published as version `epoch`), keeping the graph if `keep(graph)`
+        brought it up to date (it evicts what the load touched), else starting a new one.
+        Caller holds the lock."""
+        graph = self.graph
+        if graph is None or not keep(graph):
+            self.reset_at(epoch)
+            return
+        self.tail.trim_through(epoch)
+        self.durable_epoch = self.applied_epoch = epoch
+        self.seq += 2  # the epoch moved: no lock-free read spans it
         self._publish()
         self._apply_failed |= self._apply_open
         self._check()
