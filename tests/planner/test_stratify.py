@@ -91,7 +91,9 @@ def test_deep_programs_do_not_hit_the_recursion_limit() -> None:
     n = 50_000
     nodes = [f"r{i}" for i in range(n)]
     chain = [edge(nodes[i], nodes[i + 1]) for i in range(n - 1)]
-    start = time.perf_counter()
+    # CPU seconds, not wall: on a loaded machine (the suite's two workers beside other work)
+    # the wall clock measured 7.8 s for what takes well under 5 s of CPU.
+    start = time.process_time()
     strata, bad = stratify(nodes, chain)
     assert [s.relations[0] for s in strata] == nodes[::-1] and not bad
     ring = [*chain, edge(nodes[-1], nodes[0], True)]
@@ -100,7 +102,7 @@ def test_deep_programs_do_not_hit_the_recursion_limit() -> None:
     (u,) = bad
     assert len(u.cycle) == n + 1
     assert len(components(nodes, ring)) == 1
-    assert time.perf_counter() - start < 5
+    assert time.process_time() - start < 5
 
 
 def test_validate_builds_strata_from_deductive_rules_only() -> None:
