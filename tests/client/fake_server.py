@@ -112,6 +112,8 @@ class FakeViewService(pb_grpc.ViewServiceServicer):
             baseline_rss_bytes=40 << 20,
             partial_state_bytes=30 << 20,
             eviction_rounds=3,
+            apply_lag_seconds=0.125,
+            apply_lag_epochs=7,
             readers=[
                 pb.ReaderStats(view="articleWithVotes", key=["id"], partial=True, present_keys=10)
             ],

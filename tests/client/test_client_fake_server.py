@@ -168,6 +168,8 @@ def test_describe_and_stats(address: str) -> None:
         "upqueries": 2,
         "spark_jobs": 1,
         "dropped_deltas": 4,
+        "apply_lag_seconds": 0.125,
+        "apply_lag_epochs": 7,
         "readers": [
             {"view": "articleWithVotes", "key": ["id"], "partial": True, "present_keys": 10}
         ],
@@ -451,6 +453,7 @@ def test_cli_serve_passes_arguments(monkeypatch: pytest.MonkeyPatch, tmp_path: P
             "program": Path("p.pomo"),
             "spark_master": "spark://h:7077",
             "flush_interval": 0.5,
+            "max_apply_lag": 0.25,
             "store": None,
             "full_state": False,
             "memory_budget": 3 << 29,
@@ -470,6 +473,7 @@ def test_cli_serve_passes_arguments(monkeypatch: pytest.MonkeyPatch, tmp_path: P
             "program": None,
             "spark_master": "spark://h:7077",
             "flush_interval": 5.0,
+            "max_apply_lag": 0.25,
             "store": None,
             "full_state": True,
             "memory_budget": 64 << 20,
