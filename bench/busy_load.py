@@ -10,7 +10,8 @@ pass, whichever is first):
   batch and counts the votes per article;
 - cold misses: `Client.lookup` of `cold_ids` in turn, one at a time (ids no one read before);
 - a subscription (`Client.subscribe`) to `subscribed` ids, logging each change's epoch and
-  arrival time, and folding the changes into the ids' vote counts;
+  arrival time, and folding the changes into the ids' vote counts; after `stop` it runs
+  until the change of the last write that touched its ids has arrived;
 - a sampler: `Client.stats()` every `sample_every` s, logging (time, applied_epoch,
   durable_epoch, the call's seconds).
 
@@ -45,6 +46,7 @@ class BusyConfig:
     seed: int
     max_seconds: float
     sample_every: float = 0.1
+    subscription_wait: float = 600.0  # after `stop`, for the changes of the last writes
 
 
 @dataclass
@@ -63,7 +65,8 @@ def run(config: BusyConfig, stop: Any, ready: Any, results: Any) -> None:
     """The process's body: `stop` and `ready` are multiprocessing Events, `results` a Queue."""
     logs = Logs()
     counts = np.zeros(len(config.cdf) + 1, dtype=np.int64)
-    halt = threading.Event()
+    halt = threading.Event()  # the writer, the cold misses and the sampler stop
+    closing = threading.Event()  # the subscription is cancelled
     first_ack = threading.Event()
     subscribed = threading.Event()
     subscriptions: list[Any] = []
@@ -73,7 +76,7 @@ def run(config: BusyConfig, stop: Any, ready: Any, results: Any) -> None:
             try:
                 body()
             except Exception as err:  # noqa: BLE001 (reported by the parent)
-                if not (name == "subscription" and halt.is_set()):  # not its cancellation
+                if not (name == "subscription" and closing.is_set()):  # not its cancellation
                     logs.errors.append(f"{name}: {err!r}")
             finally:
                 if done is not None:
@@ -154,6 +157,7 @@ def run(config: BusyConfig, stop: Any, ready: Any, results: Any) -> None:
     threads = [
         threading.Thread(target=guarded(n, b, done), name=n, daemon=True) for n, (b, done) in bodies.items()
     ]
+    assert threads[2].name == "subscription"
     for t in threads:
         t.start()
     deadline = time.monotonic() + config.max_seconds
@@ -163,12 +167,30 @@ def run(config: BusyConfig, stop: Any, ready: Any, results: Any) -> None:
     while not stop.wait(0.2) and time.monotonic() < deadline:
         pass
     halt.set()
-    for sub in subscriptions:
-        sub.close()
     joined_by = time.monotonic() + 120.0  # a cold miss in flight finishes first (Spark)
     for t in threads:
-        t.join(timeout=max(0.0, joined_by - time.monotonic()))
+        if t.name != "subscription":
+            t.join(timeout=max(0.0, joined_by - time.monotonic()))
+    follow_to_the_last_write(logs, config.subscribed, config.subscription_wait)
+    closing.set()
+    for sub in subscriptions:
+        sub.close()
+    threads[2].join(timeout=10.0)
     stuck = [t.name for t in threads if t.is_alive()]
     if stuck:
         logs.errors.append(f"threads still running at the end: {stuck}")
     results.put({"logs": logs, "counts": counts})
+
+
+def follow_to_the_last_write(logs: Logs, subscribed: list[int], limit: float) -> None:
+    """Waits (at most `limit` s) until the subscription received the change of the last
+    write that touched its ids, so that its counts cover every write (the parent checks them)."""
+    touched = [epoch for (epoch, *_), hot in zip(logs.writes, logs.hot, strict=True) if hot[subscribed].any()]
+    if not touched:
+        return
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if logs.changes and logs.changes[-1][0] >= touched[-1]:
+            return
+        time.sleep(0.05)
+    logs.errors.append(f"the subscription did not receive epoch {touched[-1]} in {limit:.0f} s")

@@ -277,6 +277,7 @@ def busy_figures(logs: busy_load.Logs, span: tuple[float, float]) -> dict[str, A
     ]
     out["subscription"] = {
         "changes": len(sub),
+        "changes_total": len(logs.changes),
         "unmatched": sum(1 for e, _ in logs.changes if e not in log.ack_of),
         "early": sum(1 for x in sub if x < 0),  # arrived before the writer saw its ack
         "p50": pct(sub, 0.5) if sub else 0.0,
@@ -285,6 +286,7 @@ def busy_figures(logs: busy_load.Logs, span: tuple[float, float]) -> dict[str, A
     cold = [dt for (_, at, dt) in logs.cold if start <= at <= end]
     out["cold"] = {
         "misses": len(cold),
+        "misses_total": len(logs.cold),
         "p50": pct(cold, 0.5) if cold else 0.0,
         "p99": pct(cold, 0.99) if cold else 0.0,
     }
@@ -335,9 +337,12 @@ class Busy:
         if not self.ready.wait(timeout):
             raise TimeoutError("the busy load did not start (no acknowledged write or no subscription)")
 
-    def finish(self) -> dict[str, Any]:
+    def stop(self) -> None:
         self.stop_event.set()
-        out: dict[str, Any] = self.results.get(timeout=300.0)
+
+    def logs(self) -> dict[str, Any]:
+        """After `stop`: the process's logs, once its subscription has had every change."""
+        out: dict[str, Any] = self.results.get(timeout=900.0)
         self.process.join(timeout=30.0)
         return out
 
@@ -478,11 +483,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         reads["busy client"] = alternate("busy, Client.lookup", [ours, theirs], hot_keys, 1, args)
         reads["busy stub"] = alternate("busy, raw stub", [ours_stub, theirs_stub], hot_keys, 1, args)
         span = (reads["busy client"]["_span"][0], reads["busy stub"]["_span"][1])
-        got = busy.finish()
+        busy.stop()
+        out["drain_s"] = drain(db)
+        got = busy.logs()
         logs: busy_load.Logs = got["logs"]
         out["busy"] = busy_figures(logs, span)
         out["errors"] = list(logs.errors)
-        out["drain_s"] = drain(db)
         say(f"  busy load stopped; the apply backlog drained in {out['drain_s']:.2f} s")
 
         batched = [("pomoview", "client", server.address), ("typed floor", "floor", floor.address)]
