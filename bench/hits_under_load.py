@@ -205,13 +205,13 @@ def alternate(
         | {"errors": sum(w["errors"] for w in ws)}
         for name, ws in windows.items()
     }
-    names = [name for name, _, _ in targets]
-    say(
-        f"  {label}: "
-        + ", ".join(
-            f"{n} {out[n]['keys_per_s']:,.0f} keys/s, p99 {out[n]['p99'] * 1e3:.2f} ms" for n in names
-        )
-    )
+    lines = []
+    for name, ws in windows.items():
+        r = out[name]
+        r["windows_keys_per_s"] = [w["keys_per_s"] for w in ws]
+        each = " ".join(f"{x:,.0f}" for x in r["windows_keys_per_s"])
+        lines.append(f"{name} {r['keys_per_s']:,.0f} keys/s, p99 {r['p99'] * 1e3:.2f} ms (windows: {each})")
+    say(f"  {label}: " + "; ".join(lines))
     out["_span"] = span
     return out
 
