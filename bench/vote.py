@@ -132,18 +132,22 @@ def _descendants(pid: int) -> list[int]:
 
 
 class Echo:
-    def __init__(self, rows: list[tuple[int, str, int]], folder: Path) -> None:
-        data = folder / "echo-rows.json"
+    """A peer server process holding `rows`: bench/vote_echo.py, or another `script` in bench/
+    that takes the same ROWS.json and prints `... listening on HOST:PORT` once it serves."""
+
+    def __init__(self, rows: list[tuple[int, str, int]], folder: Path, script: str = "vote_echo.py") -> None:
+        data = folder / f"{Path(script).stem}-rows.json"
         data.write_text(json.dumps(rows))
         self.process = subprocess.Popen(
-            [sys.executable, str(REPO / "bench" / "vote_echo.py"), str(data)],
+            [sys.executable, str(REPO / "bench" / script), str(data)],
             stdout=subprocess.PIPE,
             text=True,
         )
         assert self.process.stdout is not None
         line = self.process.stdout.readline()
-        if not line.startswith("echo listening on "):
-            raise RuntimeError(f"the echo server did not start: {line!r}")
+        if " listening on " not in line:
+            self.stop()
+            raise RuntimeError(f"{script} did not start: {line!r}")
         self.address = line.split()[-1]
 
     def stop(self) -> None:

@@ -45,7 +45,7 @@ def main() -> None:
         ]
         for i, t, n in data
     }
-    # As wide as pomoview's pool (server/app.py GRPC_THREADS).
+    # As wide as pomoview's pool (server/api/app.py GRPC_THREADS).
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=256, thread_name_prefix="grpc"))
     pb_grpc.add_ViewServiceServicer_to_server(Echo(rows), server)
     port = server.add_insecure_port("127.0.0.1:0")
