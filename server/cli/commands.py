@@ -301,6 +301,8 @@ def format_stats(stats: Mapping[str, object]) -> str:
     partial or full, present keys, rows, estimated bytes, deltas dropped at missing keys,
     keys filled by upqueries, evictions, and the views that read it."""
     head = ", ".join(f"{name} {stats[name]}" for name in COUNTERS)
+    if "apply_lag_seconds" in stats:
+        head += f"\napply lag: {stats['apply_lag_seconds']:.3f} s, {stats['apply_lag_epochs']} epochs"
     memory = stats.get("memory")
     if isinstance(memory, Mapping) and memory.get("budget"):
         mib = {k: v // (1 << 20) for k, v in memory.items()}

@@ -370,8 +370,9 @@ def test_cli_stats(address: str, capsys: pytest.CaptureFixture[str]) -> None:
 def test_cli_stats_table(address: str, capsys: pytest.CaptureFixture[str]) -> None:
     """One row per stateful node, with its key, mode and sizes; stateless nodes are left out."""
     assert main(["stats", "--address", address]) == 0
-    counters, memory, header, *rows = capsys.readouterr().out.splitlines()
+    counters, lag, memory, header, *rows = capsys.readouterr().out.splitlines()
     assert counters.startswith("applied_epoch 5, durable_epoch 6,") and "dropped_deltas 4" in counters
+    assert lag == "apply lag: 0.125 s, 7 epochs"
     assert memory == (
         "memory: rss 90 MiB (at start 40), budget 64 MiB, partial state ~30 MiB estimated, 3 eviction rounds"
     )
