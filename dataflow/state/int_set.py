@@ -56,7 +56,7 @@ class IntSet:
         if not fits(value) or value in self.removed:
             return False
         base = self.base
-        i = int(base.searchsorted(value))  # the method: np.searchsorted's wrapper cost as much
+        i = int(base.searchsorted(value))  # type: ignore[call-overload]  # the method: np.searchsorted's wrapper cost as much
         return i < len(base) and int(base[i]) == value
 
     def __iter__(self) -> Iterator[int]:

@@ -365,10 +365,10 @@ class KeyedState:
             delta = sum(sign for _, sign in changed)
         else:
             array = np.array(values, dtype=np.int64)
-            present = ints.contains_many(array)
+            held = ints.contains_many(array)
             inserting = np.fromiter((op > 0 for _, op in ops), dtype=bool, count=len(ops))
-            adds = inserting & ~present
-            removes = ~inserting & present
+            adds = inserting & ~held
+            removes = ~inserting & held
             ints.add_many(array[adds].tolist())
             ints.discard_many(array[removes].tolist())
             delta = int(adds.sum()) - int(removes.sum())
