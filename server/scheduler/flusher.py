@@ -17,6 +17,7 @@ from pomoview.server.store.manifest import StoreWriteError
 from pomoview.server.store.source_store import SourceStore
 from pomoview.server.temporal.time_path import TimePath
 from pomoview.server.types import LoggedBatch
+from pomoview.server.views.log_tail import free_in_slices
 from pomoview.server.views.view_state import ViewState
 from pomoview.server.wal.wal import WriteAheadLog
 
@@ -161,7 +162,8 @@ class Flusher:
             durable = self._store.version
             bound = min(durable, min(pinned, default=durable))
             assert all(bound <= v for v in pinned), "the tail must outlive the pins"
-            self._view.tail.trim_through(bound)
+            garbage = self._view.tail.trim_through(bound)
+        free_in_slices(garbage)  # outside the lock, and in slices (log_tail.py)
         self._wal.truncate_through(bound)
         return durable
 

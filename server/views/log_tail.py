@@ -54,8 +54,9 @@ class LogTail:
     def flushable(self, through: int) -> list[LoggedBatch]:
         return [b for b in self.batches if b.epoch <= through]
 
-    def trim_through(self, epoch: int) -> None:
-        """Forgets batches at or below `epoch` (they are durable in Parquet now).
+    def trim_through(self, epoch: int) -> list[object]:
+        """Forgets batches at or below `epoch` (they are durable in Parquet now). Returns
+        what it let go of, for the caller to free outside its lock with `free_in_slices`.
 
         The indexes keep the trimmed batches' entries: `key_operations` reads only epochs
         after the store's version, so they are never read, and rebuilding the indexes at
@@ -63,12 +64,16 @@ class LogTail:
         lock. They are dropped (and rebuilt from what is left when next needed) once they
         hold more than twice the tail's rows, which bounds their memory."""
         kept = [b for b in self.batches if b.epoch > epoch]
-        self._rows -= sum(_rows(b) for b in self.batches[: len(self.batches) - len(kept)])
+        trimmed = self.batches[: len(self.batches) - len(kept)]
+        self._rows -= sum(_rows(b) for b in trimmed)
         self.batches = kept
         self.base = max(self.base, epoch)
+        garbage: list[object] = [trimmed]
         if self._indexed > 2 * self._rows + self.STALE_SLACK:
-            self._indexes.clear()
+            garbage += self._indexes.values()
+            self._indexes = {}
             self._indexed = 0
+        return garbage
 
     def indexed_operations(self) -> int:
         """How many operations the indexes hold, trimmed ones included (their memory)."""
@@ -167,3 +172,22 @@ def _index_change(
 
 def _rows(batch: LoggedBatch) -> int:
     return sum(len(c.inserts) + len(c.deletes) for c in batch.changes.values())
+
+
+# Elements a slice of `free_in_slices` frees at once.
+FREE_SLICE = 2000
+
+
+def free_in_slices(garbage: list[object]) -> None:
+    """Frees lists and dicts a slice at a time. Freed whole, a flush's worth of logged rows
+    and index entries held the GIL for their whole deallocation, one bytecode of tens of
+    milliseconds that every hit waited behind; between slices other threads get their turn."""
+    for item in garbage:
+        if isinstance(item, list):
+            while item:
+                del item[-FREE_SLICE:]
+        elif isinstance(item, dict):
+            while item:
+                for _ in range(min(FREE_SLICE, len(item))):
+                    item.popitem()
+    garbage.clear()

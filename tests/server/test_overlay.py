@@ -10,7 +10,8 @@ import random
 import pytest
 
 from pomoview.server.types import LoggedBatch, SourceChange, Tuple_
-from pomoview.server.views.log_tail import LogTail
+from pomoview.server.views import log_tail
+from pomoview.server.views.log_tail import LogTail, free_in_slices
 
 
 def _scan(
@@ -77,3 +78,20 @@ def test_keyed_overlay_equals_a_scan_of_the_tail(slack: int, monkeypatch: pytest
             got = tail.overlay("vote", chosen, after, epoch, positions, keys, filters)
             expected = _scan(logged, "vote", chosen, after, epoch, positions, keys, filters)
             assert got == expected, (epoch, positions, keys, filters)
+
+
+def test_a_trim_hands_back_what_it_dropped_and_it_is_freed_in_slices(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(LogTail, "STALE_SLACK", 0)
+    batches = [LoggedBatch(e, {"vote": SourceChange(((e, 1), (e, 2)), ())}) for e in range(1, 11)]
+    tail = LogTail(0, batches)
+    assert set(tail.overlay("vote", [], 0, 10, (0,), [(3,)])) == {(3, 1), (3, 2)}  # builds an index
+    garbage = tail.trim_through(8)
+    trimmed, *indexes = garbage
+    assert trimmed == batches[:8] and [b.epoch for b in tail.batches] == [9, 10]
+    assert len(indexes) == 1 and tail.indexed_operations() == 0  # 20 indexed > 2 x 4 live rows
+    index = indexes[0]
+    assert isinstance(index, dict) and index
+    monkeypatch.setattr(log_tail, "FREE_SLICE", 3)
+    free_in_slices(garbage)
+    assert garbage == [] and trimmed == [] and index == {}
+    assert set(tail.overlay("vote", [], 8, 10, (0,), [(9,)])) == {(9, 1), (9, 2)}  # rebuilt
