@@ -21,6 +21,8 @@ def test_the_scaling_simulation_prints_its_table() -> None:
     # Shards pool their memory: more of the keys are held, so more lookups hit.
     assert hit[("shards", "16")] > hit[("replicas", "16")]
     assert hit[("shards", "4")] > hit[("one", "1")]
-    # Every server of the replicas applies every vote: writes do not scale with them.
-    sims = {n: scaling_sim.simulate(workload, n, "replicas") for n in (1, 16)}
-    assert sims[16].applied.max() <= sims[1].applied.max()
+    # Every replica applies every vote to the keys it holds: each of 16 does about the work
+    # of one server alone, so writes do not scale with replicas; a shard does about 1/16.
+    one = scaling_sim.simulate(workload, 1, "replicas").applied[0]
+    assert scaling_sim.simulate(workload, 16, "replicas").applied.min() > 0.8 * one
+    assert scaling_sim.simulate(workload, 16, "shards").applied.max() < 0.3 * one
