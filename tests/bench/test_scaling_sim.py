@@ -22,7 +22,9 @@ def test_the_scaling_simulation_prints_its_table() -> None:
     assert hit[("shards", "16")] > hit[("replicas", "16")]
     assert hit[("shards", "4")] > hit[("one", "1")]
     # Every replica applies every vote to the keys it holds: each of 16 does about the work
-    # of one server alone, so writes do not scale with replicas; a shard does about 1/16.
+    # of one server alone, so writes do not scale with replicas; shards split the votes
+    # (each vote once, the shard of the hottest article taking the most).
     one = scaling_sim.simulate(workload, 1, "replicas").applied[0]
     assert scaling_sim.simulate(workload, 16, "replicas").applied.min() > 0.8 * one
-    assert scaling_sim.simulate(workload, 16, "shards").applied.max() < 0.3 * one
+    shards = scaling_sim.simulate(workload, 16, "shards").applied
+    assert shards.sum() <= workload.operations and shards.max() < 0.5 * one
