@@ -33,6 +33,8 @@ def _env() -> dict[str, str]:
     env["SPARK_LOCAL_IP"] = "127.0.0.1"
     # No REST submission server (it takes port 6066, which two test runs would share).
     env["SPARK_MASTER_OPTS"] = "-Dspark.master.rest.enabled=false"
+    # JVMs that start faster: the master and workers of a test do little, and briefly.
+    env["SPARK_DAEMON_JAVA_OPTS"] = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
     return env
 
 
@@ -87,8 +89,9 @@ class SparkCluster:
         _wait_for_line(log, "I have been elected leader", self.master, timeout)
 
     def start_worker(
-        self, cores: int = 1, memory: str = "1g", timeout: float = 60.0
+        self, cores: int = 1, memory: str = "1g", timeout: float = 60.0, wait: bool = True
     ) -> subprocess.Popen[bytes]:
+        """Starts a worker; waits until it has registered with the master, if `wait`."""
         number = len(self.workers)
         work = self.folder / f"worker{number}"
         work.mkdir()
@@ -98,7 +101,8 @@ class SparkCluster:
              "--webui-port", "0", "--work-dir", str(work), self.url],
         )
         self.workers.append(proc)
-        _wait_for_line(log, "Successfully registered with master", proc, timeout)
+        if wait:
+            _wait_for_line(log, "Successfully registered with master", proc, timeout)
         return proc
 
     def tasks_started(self) -> int:

@@ -33,6 +33,7 @@ from .spark_cluster import SparkCluster
 from .votes_model import VotesModel
 
 VIEW = "articleWithVotes"
+FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 SPARK_HEALTH = "pomoview.spark"
 # The lookup of a cluster without executors must fail within this many seconds of the kill
 # (the server's grace is 3 s, and the executor's loss is seen within a second).
@@ -47,7 +48,8 @@ def cluster(tmp_path: Path, request: pytest.FixtureRequest) -> SparkCluster:
     spark.folder.mkdir()
     request.addfinalizer(spark.stop)
     spark.start_master()
-    spark.start_worker(cores=1)
+    # Not waited for: it registers while the server's JVM boots (which waits for its executor).
+    spark.start_worker(cores=1, wait=False)
     return spark
 
 
@@ -63,17 +65,23 @@ def servers(request: pytest.FixtureRequest) -> Callable[..., ServerProcess]:
 
     request.addfinalizer(kill_leftovers)
 
-    def start(data: Path, cluster: SparkCluster, stall: Path) -> ServerProcess:
+    def start(data: Path, cluster: SparkCluster | None, stall: Path) -> ServerProcess:
+        """A server on `cluster`, or in local mode (local[2]) for None."""
+        on_cluster = [
+            "--spark-master", cluster.url,
+            "--spark-conf", "spark.cores.max=1",
+            "--spark-conf", "spark.executor.memory=512m",
+            # JVMs that start faster (the tests' driver and executors do little, and briefly).
+            "--spark-conf", f"spark.executor.extraJavaOptions={FAST_JVM}",
+            "--spark-conf", f"spark.driver.extraJavaOptions={FAST_JVM}",
+        ] if cluster is not None else []
         server = ServerProcess(
             data,
             program=VOTES,
             flush_interval=0.5,
-            extra_args=[
-                "--spark-master", cluster.url,
-                "--spark-conf", "spark.cores.max=1",
-                "--spark-conf", "spark.executor.memory=512m",
-                "--metrics-port", "0",
-            ],
+            # A deadline well under the test's waits: a lookup that waited for it instead of
+            # failing fast would fail the test with DEADLINE_EXCEEDED, not hang it.
+            extra_args=[*on_cluster, "--metrics-port", "0", "--spark-timeout", "30"],
             env={
                 # The executors' Python: the driver's (the same minor version, with pyarrow).
                 "PYSPARK_PYTHON": sys.executable,
@@ -136,9 +144,16 @@ def vote_file(path: Path, model: VotesModel, rows: int, articles: int) -> Path:
 
 
 def run_on_cluster(
-    cluster: SparkCluster, servers: Callable[..., ServerProcess], root: Path, *, votes: int, articles: int
+    cluster: SparkCluster | None,
+    servers: Callable[..., ServerProcess],
+    root: Path,
+    *,
+    votes: int,
+    articles: int,
 ) -> dict[str, float]:
-    """The whole scenario; returns the time each phase took (seconds), which the test prints."""
+    """The whole scenario; returns the time each phase took (seconds), which the test prints.
+    With no cluster (local mode, for comparison), the phases of the worker's death are left
+    out."""
     times: dict[str, float] = {}
     stall = root / "stall"
     stall.mkdir()
@@ -153,8 +168,9 @@ def run_on_cluster(
 
     server = servers(root / "data", cluster, stall)
     log = server.log_path.read_text()
-    assert "spark.driver.host=127.0.0.1 (from --host)" in log
-    assert "spark.cores.max=1 (flag)" in log
+    if cluster is not None:
+        assert "spark.driver.host=127.0.0.1 (from --host)" in log
+        assert "spark.cores.max=1 (flag)" in log
     with server.client() as db:
         wait_for_executors(db)
         lap("start")
@@ -180,17 +196,33 @@ def run_on_cluster(
         wait_for_executors(db)
         check(db, model, [1, 2, 3])  # cold again, from the store on the cluster
         lap("restart")
-        kill_during_a_cold_lookup(cluster, server, db, model, stall, articles)
-        lap("worker killed")
-        cluster.start_worker(cores=1)
-        wait_for_executors(db)
-        assert health(server) == health_pb2.HealthCheckResponse.SERVING
-        assert metric(server, "pomoview_spark_executors") == 1
-        lap("new worker")
-        check(db, model, list(range(4, articles + 1)), min_epoch=db.stats()["durable_epoch"])  # type: ignore[arg-type]
+        if cluster is not None:
+            lose_and_replace_the_worker(cluster, server, db, model, stall, articles, lap)
+        durable = db.stats()["durable_epoch"]
+        assert isinstance(durable, int)
+        # Cold keys (the last one written to while the worker was gone), through Spark again.
+        check(db, model, [4, articles - 1, articles], min_epoch=durable)
         lap("recovered")
     assert server.stop() == 0
     return times
+
+
+def lose_and_replace_the_worker(
+    cluster: SparkCluster,
+    server: ServerProcess,
+    db: Client,
+    model: VotesModel,
+    stall: Path,
+    articles: int,
+    lap: Callable[[str], None],
+) -> None:
+    kill_during_a_cold_lookup(cluster, server, db, model, stall, articles)
+    lap("worker killed")
+    cluster.start_worker(cores=1)
+    wait_for_executors(db)
+    assert health(server) == health_pb2.HealthCheckResponse.SERVING
+    assert metric(server, "pomoview_spark_executors") == 1
+    lap("new worker")
 
 
 def kill_during_a_cold_lookup(
@@ -248,6 +280,16 @@ def test_a_cluster_serves_loses_its_worker_and_recovers(
     times = run_on_cluster(cluster, servers, tmp_path, votes=2_000, articles=20)
     phases = ", ".join(f"{k} {v:.1f} s" for k, v in times.items())
     print(f"\ncluster test: {time.monotonic() - started:.1f} s; {phases}")
+
+
+@pytest.mark.slow
+def test_the_same_scenario_in_local_mode(servers: Callable[..., ServerProcess], tmp_path: Path) -> None:
+    """For comparison: the cluster test's phases in local mode (local[2]), without the
+    worker's death."""
+    started = time.monotonic()
+    times = run_on_cluster(None, servers, tmp_path, votes=2_000, articles=20)
+    phases = ", ".join(f"{k} {v:.1f} s" for k, v in times.items())
+    print(f"\nlocal mode: {time.monotonic() - started:.1f} s; {phases}")
 
 
 @pytest.mark.slow
