@@ -23,7 +23,7 @@ Model: Noria's vote workload, article ids Zipf(1.08) over 100,000 articles for r
 votes alike, 95% reads and 5% votes (Noria's default mix), each server holding at most
 `cache_keys` keys (LRU, as the memory budget evicts). For `n` servers, two layouts:
 - replicas: every server applies every vote to the keys it holds (the shared log), reads go
-  to any replica (uniformly);
+  to any replica (uniformly), so each holds the same hot keys as one server alone;
 - shards: article id modulo n picks the server, for reads and votes alike.
 A Monte Carlo run sends 1,500,000 operations through real LRU caches (one per server) and,
 after the first third (which fills them), counts each server's hits, misses and votes that
@@ -92,6 +92,21 @@ class Layout:
 
 
 def simulate(workload: Workload, servers: int, layout: str) -> Layout:
+    """The counts of `servers` servers in `layout` ("replicas" or "shards")."""
+    if layout == "replicas" and servers > 1:
+        # A replica gets a random 1/n of the reads: independent draws of the same Zipf law,
+        # so its LRU cache holds what one server's holds (simulated with 1/n of the reads,
+        # it would only look colder for want of operations). Each applies every vote.
+        one = _simulate(workload, 1, "shards")
+        share = np.full(servers, 1 / servers)
+        return Layout(
+            layout, servers, one.hits[0] * share, one.misses[0] * share, np.full(servers, one.applied[0]),
+            one.reads, one.votes,
+        )
+    return _simulate(workload, servers, layout)
+
+
+def _simulate(workload: Workload, servers: int, layout: str) -> Layout:
     rng = np.random.default_rng(workload.seed)
     ranks = np.arange(1, workload.articles + 1, dtype=np.float64)
     cdf = np.cumsum(ranks**-workload.zipf)
