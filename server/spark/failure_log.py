@@ -3,15 +3,27 @@
 A flush that fails for a reason that does not go away by itself (executors on another Python,
 a store that refuses writes) fails again at every interval, every few seconds: logged in full
 each time, with a stack trace, it buries everything else in the log. `FailureLog` logs the
-first failure with its reason, then the same reason again only at the 2nd, 4th, 8th, ...
-time, with the count and since when; a failure with another reason is logged at once; and
-the first success after failures says how many there were. Tracebacks go to DEBUG.
+first failure with its reason, then the same reason again (numbers aside: a stage's, a
+task's) only at the 2nd, 4th, 8th, ... time, with the count and since when; a failure with
+another reason is logged at once; and the first success after failures says how many there
+were. Tracebacks go to DEBUG.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import time
+
+# The length of a reason compared with the last one's (see `_shape`).
+_SHAPE_LENGTH = 300
+
+
+def _shape(reason: str) -> str:
+    """A reason without its numbers: the same failure names a new stage, task or job each
+    time ("Task 0 in stage 3.0 failed", then "in stage 4.0"); and, since a reason is cut
+    to a length, which its numbers' digits move, without its last characters."""
+    return re.sub(r"\d+", "#", reason)[:_SHAPE_LENGTH]
 
 
 class FailureLog:
@@ -31,7 +43,7 @@ class FailureLog:
         from one failure to the next without making it another one), with `exc`'s traceback
         at DEBUG, or with the line itself if `trace` (an unexpected error). Returns whether
         it was logged."""
-        if reason != self._reason:
+        if _shape(reason) != _shape(self._reason or ""):
             self._reason, self._count, self._since = reason, 0, time.time()
         self._count += 1
         logged = not self._count & (self._count - 1)  # the 1st, 2nd, 4th, 8th, ... time

@@ -63,7 +63,29 @@ def create_spark_session(
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
+    quiet_task_failures(session)
     return session
+
+
+# Spark's loggers that print a failed task's or job's whole stack trace at ERROR, every time
+# it fails (in local mode, where the executor is the driver's JVM): the server reports each
+# failure itself, with its cause (`spark_error_reason`), once and then with a count.
+_TASK_FAILURE_LOGGERS = (
+    "org.apache.spark.executor.Executor",
+    "org.apache.spark.scheduler.TaskSetManager",
+    "org.apache.spark.sql.execution.datasources.FileFormatWriter",
+)
+
+
+def quiet_task_failures(session: SparkSession) -> None:
+    """Turns off the Spark loggers of `_TASK_FAILURE_LOGGERS` in the driver's JVM."""
+    try:
+        jvm = session.sparkContext._jvm
+        level = jvm.org.apache.logging.log4j.Level.OFF  # type: ignore[union-attr]
+        for name in _TASK_FAILURE_LOGGERS:
+            jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, level)  # type: ignore[union-attr]
+    except Exception:  # noqa: BLE001 (only the log's volume depends on it)
+        log.debug("quieting Spark's task failure logs failed", exc_info=True)
 
 
 def _gateway_process(session: SparkSession) -> object | None:
@@ -163,11 +185,7 @@ def spark_error_reason(err: BaseException) -> str:
     if python is not None:
         return _cut(f"{python} (in a Spark Python worker)")
     if isinstance(err, Py4JJavaError):
-        lines = [line.strip() for line in text.splitlines()]
-        # The text is "An error occurred while calling oN.method.\n: java.Exc: message\n\tat ..."
-        heads = [line[2:] for line in lines if line.startswith(": ")]
-        causes = [line[len("Caused by: ") :] for line in lines if line.startswith("Caused by: ")]
-        parts = heads[:1] + causes[-1:]
+        parts = _java_parts(text.splitlines())
         if parts:
             return "; caused by ".join(_cut(p) for p in parts)
     message = " ".join(_message_lines(text.splitlines()))
@@ -175,6 +193,26 @@ def spark_error_reason(err: BaseException) -> str:
     if condition is not None:
         return _cut(_classed(condition, message))
     return _cut(f"{type(err).__name__}: {message}" if message else type(err).__name__)
+
+
+def _java_parts(lines: list[str]) -> list[str]:
+    """A Java error's message and its root cause's, each with the lines that continue it (a
+    message may span lines: "SparkException: \\nError from python worker:\\n  ..."), up to
+    its stack trace. The text is "An error occurred while calling oN.method.\\n: java.Exc:
+    message\\n\\tat ...\\nCaused by: java.Exc2: message\\n\\tat ..."."""
+    starts = [(i, 2) for i, line in enumerate(lines) if line.startswith(": ")][:1]
+    causes = [(i, len("Caused by: ")) for i, line in enumerate(lines) if line.startswith("Caused by: ")]
+    parts = []
+    for i, skip in starts + causes[-1:]:
+        words = [lines[i][skip:].strip()]
+        for line in lines[i + 1 :]:
+            if not line.strip() or line.lstrip().startswith(("at ", "... ")) or line.startswith(
+                ("Caused by: ", "Driver stacktrace:", "Suppressed: ")
+            ):
+                break
+            words.append(line.strip())
+        parts.append(" ".join(w for w in words if w))
+    return parts
 
 
 def is_spark_error(err: BaseException) -> bool:

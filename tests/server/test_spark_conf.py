@@ -90,12 +90,21 @@ def test_a_repeated_failure_is_logged_once_then_with_a_count(caplog: pytest.LogC
     log = logging.getLogger("pomoview.test_failure_log")
     caplog.set_level(logging.INFO, log.name)
     failures = FailureLog(log, "a flush")
-    logged = [failures.failed("PYTHON_VERSION_MISMATCH: ...", f"; at version {n}") for n in range(1, 10)]
+    # The same failure names another stage each time: still the same reason.
+    logged = [failures.failed(f"MISMATCH (stage {n}.0)", f"; at version {n}") for n in range(1, 10)]
     assert logged == [True, True, False, True, False, False, False, True, False]
     messages = [r.getMessage() for r in caplog.records]
-    assert messages[0] == "a flush failed: PYTHON_VERSION_MISMATCH: ...; at version 1"
+    assert messages[0] == "a flush failed: MISMATCH (stage 1.0); at version 1"
     assert messages[1].startswith("a flush failed again, 2 times since ")
     assert messages[3].startswith("a flush failed again, 8 times since ")
+    for stage in range(10, 16):
+        assert not failures.failed(f"MISMATCH (stage {stage}.0)")
+    assert failures.failed("MISMATCH (stage 16.0)")  # the 16th time
+    assert caplog.records[-1].getMessage().startswith("a flush failed again, 16 times since ")
+    # Cut to a length, a longer number moves the cut: still the same reason.
+    long = "x" * 380
+    assert failures.failed(f"{long} (stage 1.0) end")  # another reason: logged at once
+    assert failures.failed(f"{long} (stage 10.0) en")  # the 2nd time
     assert failures.failed("No space left on device")  # another reason: logged at once
     failures.succeeded()
     last = caplog.records[-1].getMessage()

@@ -253,6 +253,29 @@ def test_error_reasons_are_one_line() -> None:
         "reading file file:///s/vote/part-1/p.parquet.  SQLSTATE: KD001; "
         "caused by java.io.IOException: not a Parquet file"
     )
+    # A message on several lines (a Python worker that would not start): all of it, up to
+    # the stack trace, not "org.apache.spark.SparkException:" and nothing after it.
+    worker = FakeJavaError(
+        "An error occurred while calling o90.parquet.\n"
+        ": org.apache.spark.SparkException: Job aborted due to stage failure: Lost task 0.0 "
+        "in stage 3.0 (TID 3) (localhost executor driver): org.apache.spark.SparkException: \n"
+        "Error from python worker:\n"
+        "  this python is broken\n"
+        "\tat org.apache.spark.api.python.PythonWorkerFactory.startDaemon(PythonWorkerFactory.scala:1)\n"
+        "\n"
+        "Driver stacktrace:\n"
+        "\tat org.apache.spark.scheduler.DAGScheduler.failJobAndIndependentStages(DAGScheduler.scala:2)\n"
+        "Caused by: org.apache.spark.SparkException: \n"
+        "Error from python worker:\n"
+        "  this python is broken\n"
+        "\tat org.apache.spark.api.python.PythonWorkerFactory.startDaemon(PythonWorkerFactory.scala:1)\n"
+    )
+    assert spark_error_reason(worker) == (
+        "org.apache.spark.SparkException: Job aborted due to stage failure: Lost task 0.0 in stage "
+        "3.0 (TID 3) (localhost executor driver): org.apache.spark.SparkException: Error from "
+        "python worker: this python is broken; caused by org.apache.spark.SparkException: Error "
+        "from python worker: this python is broken"
+    )
     assert spark_error_reason(ConnectionRefusedError(111, "Connection refused")) == (
         "ConnectionRefusedError: [Errno 111] Connection refused"
     )
