@@ -193,15 +193,15 @@ class ExecutorWatch:
         that need an executor: once there has been none for too long, the poll cancels them
         (a job that starts then is cancelled at the next poll), and what the body raises
         becomes NoExecutors. A body that starts no job (a source with nothing in Parquet yet)
-        is not affected. With no session (None), the body runs as it is."""
-        if spark is None:
+        is not affected. With no session (None), or in local mode, the body runs as it is."""
+        if spark is None or is_local_master(self.master):  # local: the driver runs the tasks
             yield
             return
+        context = spark.sparkContext
+        context.addJobTag(NEEDS_EXECUTORS_TAG)  # raises if the session is dead: nothing to undo
         with self._lock:
             self._active += 1
             before = self._cancels
-        context = spark.sparkContext
-        context.addJobTag(NEEDS_EXECUTORS_TAG)
         try:
             yield
         except Exception as err:
