@@ -72,6 +72,7 @@ class SparkCluster:
         self.url = f"spark://127.0.0.1:{self.port}"
         self.master: subprocess.Popen[bytes] | None = None
         self.workers: list[subprocess.Popen[bytes]] = []
+        self.failed_after = 0.0  # a test's record: seconds from a worker's kill to a failed lookup
 
     def _spawn(self, name: str, args: list[str]) -> tuple[subprocess.Popen[bytes], Path]:
         log = self.folder / f"{name}.log"

@@ -198,6 +198,7 @@ def run_on_cluster(
         lap("restart")
         if cluster is not None:
             lose_and_replace_the_worker(cluster, server, db, model, stall, articles, lap)
+            times["(the lookup failed after the kill)"] = cluster.failed_after
         durable = db.stats()["durable_epoch"]
         assert isinstance(durable, int)
         # Cold keys (the last one written to while the worker was gone), through Spark again.
@@ -249,6 +250,7 @@ def kill_during_a_cold_lookup(
     assert f"the Spark cluster {cluster.url} has had no executor" in message, message
     assert "the upquery on source" in message
     assert failed_after < FAIL_FAST, f"the lookup failed only {failed_after:.1f} s after the kill"
+    cluster.failed_after = failed_after
     (stall / "fetch").unlink()
     # While there is no executor: said by Stats, the metrics and health; a later lookup that
     # needs Spark fails at once; keys in memory answer, writes are accepted.
