@@ -400,6 +400,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--visible", type=int, default=None, help="write -> visible samples (100; 20 below 0.1)"
     )
+    parser.add_argument(
+        "--server-arg", action="append", default=[], help="a serve flag (--server-arg=--max-apply-lag=0.1)"
+    )
     args = parser.parse_args(argv)
     if args.window is None:
         args.window = 10.0 if args.scale >= 1 else 5.0 if args.scale >= 0.1 else 0.5
@@ -436,7 +439,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         tmp = Path(tmp_name)
         paths = w.write(tmp)
         # The server's default flush interval: the flusher's Spark jobs are part of the load.
-        server = ServerProcess(tmp / "data", program=VOTES, flush_interval=5.0)
+        server = ServerProcess(tmp / "data", program=VOTES, flush_interval=5.0, extra_args=args.server_arg)
         stack.callback(stop_server, server)
         server.start()
         say(f"server listening on {server.address}")
@@ -639,6 +642,7 @@ def print_table(out: dict[str, Any], args: argparse.Namespace) -> None:
     print(
         f"\nreads under write load, scale {args.scale}: medians of {args.windows} alternated windows of "
         f"{args.window:g} s per target, {args.threads} reader threads; load {out['load_s']:.0f} s"
+        + (f"; serve {' '.join(args.server_arg)}" if args.server_arg else "")
     )
     print(
         f"{os.cpu_count()} cores; load average (1/5/15 min) before "
