@@ -17,7 +17,7 @@ from pomoview.proto.pomoview.v1 import view_service_pb2 as pb
 
 from .errors import InvalidArgument, PomoviewError
 from .results import Attributes, KeyTuple, Rows, RowsByKey
-from .values import dict_to_row, row_to_dict, rows_to_columns
+from .values import answer_rows, dict_to_row, row_to_dict, rows_to_columns
 
 Changes = Mapping[str, tuple[Iterable[Mapping[str, object]], Iterable[Mapping[str, object]]]]
 # Called with each progress report of a load: {phase, tasks_done, tasks_total, fraction, rows}.
@@ -73,10 +73,18 @@ def write_request(changes: Changes, columnar: bool | None = None) -> pb.WriteReq
 
 
 def lookup_request(
-    view: str, keys: Sequence[Mapping[str, object]], min_epoch: int | None
+    view: str, keys: Sequence[Mapping[str, object]], min_epoch: int | None, columnar: bool = False
 ) -> pb.LookupRequest:
-    """Returns a lookup of `keys` in `view`; `min_epoch` is sent only when given."""
-    req = pb.LookupRequest(view=view, keys=[dict_to_row(k) for k in keys])
+    """Returns a lookup of `keys` in `view`; `min_epoch` is sent only when given.
+
+    `columnar`: ask for the answer in columns, and send the keys as columns (`key_columns`)
+    when they fit them (`rows_to_columns`), else as rows. Otherwise everything is rows, as
+    clients did before columnar answers."""
+    columns = rows_to_columns(keys) if columnar else None
+    if columns is not None:
+        req = pb.LookupRequest(view=view, key_columns=columns, columnar=True)
+    else:
+        req = pb.LookupRequest(view=view, keys=[dict_to_row(k) for k in keys], columnar=columnar)
     if min_epoch is not None:
         if min_epoch < 0:
             raise ValueError(f"min_epoch must be >= 0, got {min_epoch}")
@@ -93,10 +101,18 @@ def subscribe_request(view: str, keys: Sequence[Mapping[str, object]]) -> pb.Sub
     return pb.SubscribeRequest(view=view, keys=[dict_to_row(k) for k in keys])
 
 
+def is_answer_of(resp: pb.LookupResponse, req: pb.LookupRequest) -> bool:
+    """False when `req` asked for columns and `resp` has none: the server predates columnar
+    answers (and, had the keys gone as columns, did not see them); ask it again in rows."""
+    return not req.columnar or resp.HasField("columns")
+
+
 def lookup_rows(
     resp: pb.LookupResponse, n_keys: int, attributes: Attributes | None
 ) -> list[Rows]:
     """Returns the rows per key, in the keys' order, checking the server answered every key."""
+    if resp.HasField("columns"):
+        return _column_rows(resp, n_keys, attributes)
     _check_count(resp, n_keys)
     return [_rows(kr, attributes) for kr in resp.results]
 
@@ -106,9 +122,13 @@ def lookup_result(
 ) -> RowsByKey:
     """Returns lookup_many's answer: the rows of each distinct key of `keys` (see
     `key_tuples`), in the order keys were first asked."""
-    _check_count(resp, len(keys))
     result = RowsByKey()
     result.attributes = attributes
+    if resp.HasField("columns"):
+        for key, rows in zip(keys, _column_rows(resp, len(keys), attributes), strict=True):
+            result.setdefault(key, rows)
+        return result
+    _check_count(resp, len(keys))
     for key, kr in zip(keys, resp.results, strict=True):
         # One answer is one snapshot, so a repeated key's rows are the same: not decoded twice.
         if key not in result:
@@ -153,6 +173,29 @@ def _rows(kr: pb.KeyRows, attributes: Attributes | None) -> Rows:
     if attributes is not None:
         rows.attributes = attributes
     return rows
+
+
+def _column_rows(resp: pb.LookupResponse, n_keys: int, attributes: Attributes | None) -> list[Rows]:
+    """The rows per key of a columnar answer: its rows (`answer_rows`) cut by its counts."""
+    counts = resp.row_counts
+    try:
+        rows = answer_rows(resp.columns, sum(counts))
+    except ValueError as err:
+        message = f"server returned a bad columnar answer: {err}"
+        raise PomoviewError(message, grpc.StatusCode.INTERNAL) from None
+    if len(counts) != n_keys:
+        raise PomoviewError(
+            f"server returned {len(counts)} results for {n_keys} keys", grpc.StatusCode.INTERNAL
+        )
+    out = []
+    start = 0
+    for count in counts:
+        key_rows = Rows(rows[start : start + count])
+        start += count
+        if attributes is not None:
+            key_rows.attributes = attributes
+        out.append(key_rows)
+    return out
 
 
 def _check_count(resp: pb.LookupResponse, n_keys: int) -> None:

@@ -139,16 +139,35 @@ def rows_to_columns(rows: Sequence[Mapping[str, object]]) -> pb.Columns | None:
     return out
 
 
-def columns_to_rows(columns: pb.Columns) -> list[dict[str, object]]:
-    """The inverse of `rows_to_columns`: the rows, as dicts in the columns' order. Raises
-    ValueError for columns of different lengths, which pair values of different rows."""
+def answer_rows(columns: pb.Columns, count: int) -> list[dict[str, object]]:
+    """A columnar lookup answer's `count` rows, as dicts with their names in sorted order,
+    as `row_to_dict` makes them. Raises ValueError for a column of another length."""
+    named = sorted(_named_columns(columns), key=itemgetter(0))
+    for name, values in named:
+        if len(values) != count:
+            raise ValueError(f"column {name!r} has {len(values)} values for {count} rows")
+    names = [name for name, _ in named]
+    if not names:  # a view of no attribute: each row is ()
+        return [{} for _ in range(count)]
+    return [dict(zip(names, row, strict=True)) for row in zip(*(values for _, values in named), strict=True)]
+
+
+def _named_columns(columns: pb.Columns) -> list[tuple[str, list[object]]]:
+    """Each column's name and values (a Cid column's as Cids)."""
     named: list[tuple[str, list[object]]] = []
     for column in columns.columns:
         kind = column.WhichOneof("values")
         values: list[object] = [] if kind is None else list(getattr(column, kind).values)
         if kind == "cid_values":
-            values = [Cid(v) for v in values]
+            values = list(map(Cid, values))
         named.append((column.name, values))
+    return named
+
+
+def columns_to_rows(columns: pb.Columns) -> list[dict[str, object]]:
+    """The inverse of `rows_to_columns`: the rows, as dicts in the columns' order. Raises
+    ValueError for columns of different lengths, which pair values of different rows."""
+    named = _named_columns(columns)
     if len({len(values) for _, values in named}) > 1:
         raise ValueError(f"columns of different lengths: {[(n, len(v)) for n, v in named]}")
     names = [name for name, _ in named]
