@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from itertools import accumulate, chain
 from operator import itemgetter
 from typing import NoReturn
 from urllib.parse import urlsplit
@@ -80,11 +81,10 @@ def lookup_request(
     `columnar`: ask for the answer in columns, and send the keys as columns (`key_columns`)
     when they fit them (`rows_to_columns`), else as rows. Otherwise everything is rows, as
     clients did before columnar answers."""
-    columns = rows_to_columns(keys) if columnar else None
-    if columns is not None:
-        req = pb.LookupRequest(view=view, key_columns=columns, columnar=True)
-    else:
-        req = pb.LookupRequest(view=view, keys=[dict_to_row(k) for k in keys], columnar=columnar)
+    req = pb.LookupRequest(view=view, columnar=columnar)
+    if not columnar or rows_to_columns(keys, req.key_columns) is None:
+        req.ClearField("key_columns")
+        req.keys.extend(dict_to_row(k) for k in keys)
     if min_epoch is not None:
         if min_epoch < 0:
             raise ValueError(f"min_epoch must be >= 0, got {min_epoch}")
@@ -125,8 +125,8 @@ def lookup_result(
     result = RowsByKey()
     result.attributes = attributes
     if resp.HasField("columns"):
-        for key, rows in zip(keys, _column_rows(resp, len(keys), attributes), strict=True):
-            result.setdefault(key, rows)
+        # In C. A key asked twice keeps its first place; its rows are the same (one snapshot).
+        result.update(zip(keys, _column_rows(resp, len(keys), attributes), strict=True))
         return result
     _check_count(resp, len(keys))
     for key, kr in zip(keys, resp.results, strict=True):
@@ -146,11 +146,11 @@ def key_tuples(keys: Sequence[Mapping[str, object]]) -> list[KeyTuple]:
         values = list(map(itemgetter(*attrs), keys))
     except KeyError:
         values = []
-    if len(values) != len(keys) or any(len(key) != len(attrs) for key in keys):
+    if len(values) != len(keys) or set(map(len, keys)) != {len(attrs)}:
         _refuse_other_attributes(keys, attrs)
     # itemgetter of one name returns the bare value.
-    tuples: list[KeyTuple] = [(v,) for v in values] if len(attrs) == 1 else values
-    if any(type(v) is bytearray for t in tuples for v in t):
+    tuples: list[KeyTuple] = list(zip(values)) if len(attrs) == 1 else values
+    if bytearray in set(map(type, values if len(attrs) == 1 else chain.from_iterable(tuples))):
         # A valid value, but no dict key; as bytes it equals the answer's value.
         tuples = [tuple(bytes(v) if type(v) is bytearray else v for v in t) for t in tuples]
     return tuples
@@ -177,7 +177,7 @@ def _rows(kr: pb.KeyRows, attributes: Attributes | None) -> Rows:
 
 def _column_rows(resp: pb.LookupResponse, n_keys: int, attributes: Attributes | None) -> list[Rows]:
     """The rows per key of a columnar answer: its rows (`answer_rows`) cut by its counts."""
-    counts = resp.row_counts
+    counts = list(resp.row_counts)
     try:
         rows = answer_rows(resp.columns, sum(counts))
     except ValueError as err:
@@ -187,14 +187,14 @@ def _column_rows(resp: pb.LookupResponse, n_keys: int, attributes: Attributes | 
         raise PomoviewError(
             f"server returned {len(counts)} results for {n_keys} keys", grpc.StatusCode.INTERNAL
         )
-    out = []
-    start = 0
-    for count in counts:
-        key_rows = Rows(rows[start : start + count])
-        start += count
-        if attributes is not None:
+    if len(rows) == n_keys and counts.count(1) == n_keys:  # a row per key, as most views
+        out = list(map(Rows, zip(rows)))
+    else:
+        ends = list(accumulate(counts))
+        out = list(map(Rows, map(rows.__getitem__, map(slice, [0, *ends], ends))))
+    if attributes is not None:
+        for key_rows in out:
             key_rows.attributes = attributes
-        out.append(key_rows)
     return out
 
 

@@ -14,7 +14,8 @@ The mapping is one to one, so a row read back equals the row written:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from operator import itemgetter
 
 from pomoview.proto.pomoview.v1 import view_service_pb2 as pb
@@ -105,19 +106,25 @@ _COLUMN_FIELDS: dict[type, str] = {
 }
 
 
-def rows_to_columns(rows: Sequence[Mapping[str, object]]) -> pb.Columns | None:
+def rows_to_columns(
+    rows: Sequence[Mapping[str, object]], out: pb.Columns | None = None
+) -> pb.Columns | None:
     """The rows as one `Columns` (a column per attribute), or None when they do not fit
     one: rows naming different attributes, or an attribute whose values are not all of one
     of the types above (bytes and bytearray mix), or an int outside int64. The row form
-    sends those as they are, and raises the errors for values it cannot send."""
-    out = pb.Columns()
+    sends those as they are, and raises the errors for values it cannot send.
+
+    `out`: an empty `Columns` to fill (a request's field), rather than a new one; it may be
+    left half filled when the answer is None."""
+    if out is None:
+        out = pb.Columns()
     if not rows:
         return out
     names = list(rows[0])
     width = len(names)
     if width == 0 or any(type(n) is not str for n in names):
         return None
-    if any(len(r) != width for r in rows):
+    if set(map(len, rows)) != {width}:
         return None
     try:
         # Whole-list passes in C: a write of many rows spends its client time here.
@@ -146,10 +153,22 @@ def answer_rows(columns: pb.Columns, count: int) -> list[dict[str, object]]:
     for name, values in named:
         if len(values) != count:
             raise ValueError(f"column {name!r} has {len(values)} values for {count} rows")
-    names = [name for name, _ in named]
-    if not names:  # a view of no attribute: each row is ()
+    if not named:  # a view of no attribute: each row is ()
         return [{} for _ in range(count)]
-    return [dict(zip(names, row, strict=True)) for row in zip(*(values for _, values in named), strict=True)]
+    return _row_maker(len(named))(*(name for name, _ in named))([values for _, values in named])
+
+
+@functools.cache
+def _row_maker(width: int) -> Callable[..., Callable[[list[list[object]]], list[dict[str, object]]]]:
+    """For `width` columns: names -> (columns -> their rows as dicts). A comprehension whose
+    dict display names `width` variables, `{n0: v0, n1: v1, ...}`: about 3x faster than a
+    `dict(zip(names, row))` per row. Its source holds nothing but `width`."""
+    n = [f"n{i}" for i in range(width)]
+    v = [f"v{i}" for i in range(width)]
+    pairs = ", ".join(f"{a}: {b}" for a, b in zip(n, v, strict=True))
+    source = f"lambda {', '.join(n)}: lambda cols: [{{{pairs}}} for {', '.join(v)}, in zip(*cols)]"
+    maker: Callable[..., Callable[[list[list[object]]], list[dict[str, object]]]] = eval(source)
+    return maker
 
 
 def _named_columns(columns: pb.Columns) -> list[tuple[str, list[object]]]:

@@ -51,12 +51,17 @@ FORMS = {False: "rows", True: "columns"}
 
 
 def varint(value: int) -> bytes:
+    if value < 0x80:
+        return _SMALL[value]
     out = bytearray()
     while value > 0x7F:
         out.append((value & 0x7F) | 0x80)
         value >>= 7
     out.append(value)
     return bytes(out)
+
+
+_SMALL = [bytes((i,)) for i in range(0x80)]
 
 
 def _tag(number: int) -> bytes:
@@ -135,34 +140,49 @@ class ColumnEncoder:
         self.heads = [
             _field(column["name"].number, a.encode()) + _tag(column[f"{t}_values"].number) for a, t in typed
         ]
-        self.empty: Fragments = (b"\x00",) + (b"",) * len(self.types)
         fields = pb.LookupResponse.DESCRIPTOR.fields_by_name
         self.columns_tag = _tag(fields["columns"].number)
         self.counts_tag = _tag(fields["row_counts"].number)
+        self.empty = self._fragments(b"\x00", [b""] * len(self.types))
 
     def encode(self, rows: list[tuple[object, ...]]) -> Fragments:
+        """A key's fragments: its row count (a varint), a fragment per attribute, and last
+        the answer of this key alone but its epoch (most lookups ask one key)."""
         if not rows:
             return self.empty
-        out = [varint(len(rows))]
+        out = []
         columns = zip(*rows, strict=True)
         for type_name, message, values in zip(self.types, self.messages, columns, strict=True):
             if type_name == "float":
                 values = tuple(answer_value(v, "float") for v in values)
             out.append(message(values=values).SerializeToString())
-        return tuple(out)
+        return self._fragments(varint(len(rows)), out)
+
+    def _fragments(self, count: bytes, values: list[bytes]) -> Fragments:
+        return (count, *values, self._body([count], list(zip(*[values], strict=True))))
+
+    def _body(self, counts: Sequence[bytes], fields: list[tuple[bytes, ...]]) -> bytes:
+        """The columns (field 3) and row counts (field 4) of keys whose counts are `counts`
+        and whose fragments of attribute j are `fields[j]`."""
+        columns = []
+        for head, fragments in zip(self.heads, fields, strict=True):
+            values = b"".join(fragments)
+            column = b"".join((head, varint(len(values)), values))
+            columns.append(b"".join((b"\x0a", varint(len(column)), column)))
+        body = b"".join(columns)
+        counts_bytes = b"".join(counts)
+        columns_field = (self.columns_tag, varint(len(body)), body)
+        return b"".join((*columns_field, self.counts_tag, varint(len(counts_bytes)), counts_bytes))
 
     def response(self, keys: list[Any], epoch: int) -> bytes:
         """The serialized LookupResponse of `keys`' fragments (what `encode` made), in
         order: the epoch (field 2, omitted at 0), the columns (3) and the row counts (4),
         always both."""
-        fields = list(zip(*keys, strict=True)) if keys else [()] * len(self.empty)
-        columns = []
-        for head, fragments in zip(self.heads, fields[1:], strict=True):
-            values = b"".join(fragments)
-            column = head + varint(len(values)) + values
-            columns.append(b"\x0a" + varint(len(column)) + column)
-        body = b"".join(columns)
-        counts = b"".join(fields[0])
-        parts = [b"\x10" + varint(epoch)] if epoch else []
-        parts += [self.columns_tag, varint(len(body)), body, self.counts_tag, varint(len(counts)), counts]
-        return b"".join(parts)
+        if len(keys) == 1:
+            body = keys[0][-1]
+        else:
+            fields: list[tuple[bytes, ...]] = [()] * len(self.empty)
+            if keys:
+                fields = list(zip(*keys, strict=True))
+            body = self._body(fields[0], fields[1:-1])
+        return b"".join((b"\x10", varint(epoch), body)) if epoch else body
