@@ -18,9 +18,11 @@ Zipf over the warm ones. Phases: 1 key per RPC and 100 keys per RPC, each "clien
 dicts) and "stub" (the generated stub with the requests the client builds, prebuilt, and the
 answer parsed but not decoded into dicts, against the floor's stub alike).
 
-Figures per phase and target: latency p50/p99, keys/s and the server process's CPU per RPC
-(its own threads, from /proc; the JVM beside pomoview's is another process and not counted),
-and pomoview / floor in keys/s. At the end, 20 answers are checked against the rows written.
+Figures per phase and target: latency p50/p99, keys/s, the server process's CPU per RPC
+(its own threads, from /proc; the JVM beside pomoview's is another process and not counted)
+and this process's (the readers'), and pomoview / floor in keys/s. The measured windows start
+after the first flush of the written rows is over. At the end, 20 answers are checked against
+the rows written.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ from vote import VIEW, Echo, pct  # noqa: E402  (vote puts the repository on sys
 
 from pomoview.client import Client, messages  # noqa: E402
 from pomoview.proto.pomoview.v1 import view_service_pb2_grpc as pb_grpc  # noqa: E402
-from tests.e2e.server_process import VOTES, ServerProcess  # noqa: E402
+from tests.e2e.server_process import VOTES, ServerProcess, wait_for_flush  # noqa: E402
 
 MAX_RPCS = 10_000_000  # per reader thread and window: every loop is bounded in count too
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -151,15 +153,15 @@ def read_window(
         t.start()
     try:
         barrier.wait()
-        cpu = cpu_seconds(pid)
+        cpu, mine = cpu_seconds(pid), time.process_time()
         started = time.perf_counter()
         deadline[0] = started + seconds
         for t in threads:
             t.join(timeout=seconds + 120.0)
         wall = time.perf_counter() - started
-        cpu = cpu_seconds(pid) - cpu
+        cpu, mine = cpu_seconds(pid) - cpu, time.process_time() - mine
     except threading.BrokenBarrierError:
-        wall = cpu = 0.0
+        wall = cpu = mine = 0.0
     finally:
         for r in readers:
             r.close()
@@ -171,6 +173,7 @@ def read_window(
         "p50": pct(every, 0.5),
         "p99": pct(every, 0.99),
         "cpu_us_per_rpc": cpu / len(every) * 1e6 if every else 0.0,
+        "client_cpu_us_per_rpc": mine / len(every) * 1e6 if every else 0.0,
     }
 
 
@@ -214,6 +217,7 @@ def setup(db: Client, args: argparse.Namespace) -> list[tuple[int, str, int]]:
     counts = np.bincount(ids, minlength=n + 1)
     for i in range(1, n + 1, 100):
         db.lookup_many(VIEW, [{"id": k} for k in range(i, min(n, i + 99) + 1)], min_epoch=epoch)
+    wait_for_flush(db, epoch)  # the flush's Spark job (rows converted in Python) is over
     return [(k, f"article {k}", int(counts[k])) for k in range(1, n + 1)]
 
 
@@ -226,6 +230,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--window", type=float, default=3.0)
     parser.add_argument("--windows", type=int, default=3)
     parser.add_argument("--threads", type=int, default=4)
+    parser.add_argument("--keys-per-rpc", type=int, nargs="+", default=[1, 100], choices=[1, 100])
+    parser.add_argument("--via", nargs="+", default=["client", "stub"], choices=["client", "stub"])
     args = parser.parse_args(argv)
     rng = np.random.default_rng(7)
     cdf = np.cumsum(np.arange(1, args.articles + 1, dtype=np.float64) ** -1.08)
@@ -249,8 +255,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(
             f"server on {server.address}, typed floor on {floor.address}, {args.threads} threads", flush=True
         )
-        for per_rpc in (1, 100):
-            for how in ("client", "stub"):
+        for per_rpc in args.keys_per_rpc:
+            for how in args.via:
                 results[f"{per_rpc} {how}"] = phase(how, per_rpc, targets, keys, args)
         check(db, floor.address, rows)
     print_table(results)
@@ -273,8 +279,11 @@ def check(db: Client, floor: str, rows: list[tuple[int, str, int]]) -> None:
 
 def print_table(results: dict[str, Any]) -> None:
     print()
-    print("| keys/RPC | via | target | p50 ms | p99 ms | keys/s | server CPU µs/RPC | pomoview / floor |")
-    print("|---|---|---|---|---|---|---|---|")
+    print(
+        "| keys/RPC | via | target | p50 ms | p99 ms | keys/s | server CPU µs/RPC | client CPU µs/RPC "
+        "| pomoview / floor |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
     for name, r in results.items():
         per_rpc, how = name.split()
         ratio = r["pomoview"]["keys_per_s"] / r["floor"]["keys_per_s"]
@@ -282,7 +291,7 @@ def print_table(results: dict[str, Any]) -> None:
             x = r[target]
             print(
                 f"| {per_rpc} | {how} | {target} | {x['p50'] * 1e3:.2f} | {x['p99'] * 1e3:.2f} | "
-                f"{x['keys_per_s']:,.0f} | {x['cpu_us_per_rpc']:.0f} | "
+                f"{x['keys_per_s']:,.0f} | {x['cpu_us_per_rpc']:.0f} | {x['client_cpu_us_per_rpc']:.0f} | "
                 f"{f'**{ratio:.2f}×**' if target == 'pomoview' else ''} |"
             )
 

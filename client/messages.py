@@ -177,25 +177,33 @@ def _rows(kr: pb.KeyRows, attributes: Attributes | None) -> Rows:
 
 def _column_rows(resp: pb.LookupResponse, n_keys: int, attributes: Attributes | None) -> list[Rows]:
     """The rows per key of a columnar answer: its rows (`answer_rows`) cut by its counts."""
-    counts = list(resp.row_counts)
-    try:
-        rows = answer_rows(resp.columns, sum(counts))
-    except ValueError as err:
-        message = f"server returned a bad columnar answer: {err}"
-        raise PomoviewError(message, grpc.StatusCode.INTERNAL) from None
+    counts = resp.row_counts
     if len(counts) != n_keys:
         raise PomoviewError(
             f"server returned {len(counts)} results for {n_keys} keys", grpc.StatusCode.INTERNAL
         )
-    if len(rows) == n_keys and counts.count(1) == n_keys:  # a row per key, as most views
-        out = list(map(Rows, zip(rows)))
+    if n_keys == 1:  # Client.lookup's, the most common
+        out = [Rows(_answer_rows(resp.columns, counts[0]))]
     else:
-        ends = list(accumulate(counts))
-        out = list(map(Rows, map(rows.__getitem__, map(slice, [0, *ends], ends))))
+        counts = list(counts)
+        rows = _answer_rows(resp.columns, sum(counts))
+        if counts.count(1) == n_keys:  # a row per key, as most views have
+            out = list(map(Rows, zip(rows)))
+        else:
+            ends = list(accumulate(counts))
+            out = list(map(Rows, map(rows.__getitem__, map(slice, [0, *ends], ends))))
     if attributes is not None:
         for key_rows in out:
             key_rows.attributes = attributes
     return out
+
+
+def _answer_rows(columns: pb.Columns, count: int) -> list[dict[str, object]]:
+    try:
+        return answer_rows(columns, count)
+    except ValueError as err:
+        message = f"server returned a bad columnar answer: {err}"
+        raise PomoviewError(message, grpc.StatusCode.INTERNAL) from None
 
 
 def _check_count(resp: pb.LookupResponse, n_keys: int) -> None:
