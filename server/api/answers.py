@@ -150,12 +150,13 @@ class ColumnEncoder:
         the answer of this key alone but its epoch (most lookups ask one key)."""
         if not rows:
             return self.empty
-        out = []
+        # An int where a float is declared (the sum of an empty group, see `answer_value`)
+        # goes into `Column.Floats` as that float, as protobuf converts it.
         columns = zip(*rows, strict=True)
-        for type_name, message, values in zip(self.types, self.messages, columns, strict=True):
-            if type_name == "float":
-                values = tuple(answer_value(v, "float") for v in values)
-            out.append(message(values=values).SerializeToString())
+        out = [
+            message(values=values).SerializeToString()
+            for message, values in zip(self.messages, columns, strict=True)
+        ]
         return self._fragments(varint(len(rows)), out)
 
     def _fragments(self, count: bytes, values: list[bytes]) -> Fragments:
