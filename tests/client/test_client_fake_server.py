@@ -490,3 +490,37 @@ def test_cli_serve_passes_arguments(monkeypatch: pytest.MonkeyPatch, tmp_path: P
                         **defaults, "spark_timeout": "flag", "max_lookup_keys": "flag"},
         },
     ]
+
+
+def test_lookups_fall_back_to_rows_for_a_server_without_columns(address: str, fake: FakeViewService) -> None:
+    """A server that predates columnar answers ignores `columnar` and `key_columns`: its
+    answer has no columns, so the client asks again in rows, and in rows from then on."""
+    fake.columnar = False
+    try:
+        with Client(address) as db:
+            assert db.lookup("articleWithVotes", {"id": 1}) == [
+                {"id": 1, "title": "b", "votes": 2},
+                {"id": 1, "title": "a", "votes": 1},
+            ]
+            many = db.lookup_many("articleWithVotes", [{"id": 2}, {"id": 3}])
+            assert [[r["id"] for r in rows] for rows in many.values()] == [[2, 2], [3, 3]]
+    finally:
+        fake.columnar = True
+    first, again, many_request = fake.requests
+    assert first.columnar and first.HasField("key_columns")
+    assert not again.columnar and request_keys(again) == [{"id": 1}] and not again.HasField("key_columns")
+    assert not many_request.columnar and request_keys(many_request) == [{"id": 2}, {"id": 3}]
+
+
+def test_async_lookups_fall_back_to_rows_too(address: str, fake: FakeViewService) -> None:
+    async def scenario() -> None:
+        async with AsyncClient(address) as db:
+            assert len(await db.lookup("articleWithVotes", {"id": 4})) == 2
+            assert len(await db.lookup("articleWithVotes", {"id": 4})) == 2
+
+    fake.columnar = False
+    try:
+        asyncio.run(scenario())
+    finally:
+        fake.columnar = True
+    assert [r.columnar for r in fake.requests] == [True, False, False]
