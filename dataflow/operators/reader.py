@@ -130,22 +130,6 @@ class Reader(KeyedNode):
                 if state.peek(key) is None:
                     wire.pop(key, None)
 
-    def encoded(
-        self,
-        key: Key,
-        encode: Callable[[list[Row]], E],
-        *,
-        published: bool = False,
-        form: str = "",
-    ) -> E | None:
-        """The key's rows as `encode` puts them on the wire (cached per version of the
-        group, in the cache of `form`: one per encoding), or None when the key is missing.
-        Safe without the dataflow lock when the caller checks afterwards that nothing was
-        published meanwhile. `published`: a step is open, read the key as of the last
-        published epoch (its `before` version)."""
-        found = self.encoded_all((key,), encode, published=published, form=form)
-        return None if found is None else found[0]
-
     def encoded_all(
         self,
         keys: Sequence[Key],
@@ -154,9 +138,13 @@ class Reader(KeyedNode):
         published: bool = False,
         form: str = "",
     ) -> list[E] | None:
-        """`encoded` of each of `keys`, or None as soon as one is missing (some may have
-        been encoded by then). One call for a lookup's keys: a hit's cost per key is a few
-        dict reads, and its eviction marks one set update per state."""
+        """The rows of each of `keys` as `encode` puts them on the wire (cached per version
+        of the key's group, in the cache of `form`: one per encoding), or None as soon as one
+        is missing (some may have been encoded by then). Safe without the dataflow lock when
+        the caller checks afterwards that nothing was published meanwhile. `published`: a
+        step is open, read each key as of the last published epoch (its `before` version).
+        One call for a lookup's keys: a hit's cost per key is a few dict reads, and its
+        eviction marks one set update per state."""
         wire = self.wire.get(form)
         if wire is None:
             wire = self.wire.setdefault(form, {})

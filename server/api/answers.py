@@ -11,7 +11,7 @@
   form's is, and the client decodes a column per attribute instead of a message per value.
 
 Every value of every answer goes through here once per version of its key's rows (the
-readers cache the encodings, `Reader.encoded`), not once per read.
+readers cache the encodings, `Reader.encoded_all`), not once per read.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ _VALUES: dict[str, Any] = {
     "cid": pb.Column.Cids,
 }
 _TAG_LEN = 2  # the wire type of a length-delimited field
-# The name of each form's cache in the readers (`Reader.encoded`), by LookupRequest.columnar.
+# The name of each form's cache in the readers (`Reader.encoded_all`), by LookupRequest.columnar.
 FORMS = {False: "rows", True: "columns"}
 
 
