@@ -13,7 +13,8 @@ pomoview answered.
 Each phase alternates windows of `--window` s, pomoview then the floor (A B A B ...),
 `--windows` per target after an unmeasured half window each, and reports the medians:
 `--threads` reader threads, each with its own connection, sending RPCs back to back, ids
-Zipf over the warm ones. Phases: 1 key per RPC and 100 keys per RPC, each "client"
+Zipf over the warm ones (`--rows-too`: a third target, the same server read in the row form,
+as a client before columnar answers). Phases: 1 key per RPC and 100 keys per RPC, each "client"
 (`Client.lookup` / `Client.lookup_many` against `FloorClient.lookup_many`, both returning
 dicts) and "stub" (the generated stub with the requests the client builds, prebuilt, and the
 answer parsed but not decoded into dicts, against the floor's stub alike).
@@ -71,13 +72,14 @@ class Reader:
         batches = [keys[i : i + per_rpc] for i in range(0, len(keys), per_rpc)]
         self.args: list[Any]
         self.fn: Callable[[Any], Any]
-        if target == "pomoview":
-            client = Client(address, timeout=60.0)
+        if target.startswith("pomoview"):
+            rows = target == "pomoview rows"  # the row form, as a client before columnar answers
+            client = Client(address, timeout=60.0, columnar=False) if rows else Client(address, timeout=60.0)
             self.wait_ready, self.close = client.wait_ready, client.close
             dicts = [[{"id": k} for k in b] for b in batches]
             if how == "stub":
                 stub = pb_grpc.ViewServiceStub(self.channel(address))
-                self.args = [lookup_request(b) for b in dicts]
+                self.args = [lookup_request(b, columnar=not rows) for b in dicts]
                 self.fn = lambda req: stub.Lookup(req, timeout=60.0)
             elif per_rpc == 1:
                 self.args, self.fn = dicts, lambda b: client.lookup(VIEW, b[0])
@@ -113,10 +115,10 @@ class Reader:
         self.fn(self.args[i % len(self.args)])
 
 
-def lookup_request(keys: list[dict[str, object]]) -> Any:
+def lookup_request(keys: list[dict[str, object]], columnar: bool = True) -> Any:
     """The request `Client.lookup_many` sends (columnar where the client has that option)."""
     try:
-        return messages.lookup_request(VIEW, keys, None, True)
+        return messages.lookup_request(VIEW, keys, None, columnar)
     except TypeError:  # a client from before columnar answers
         return messages.lookup_request(VIEW, keys, None)
 
@@ -232,6 +234,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--keys-per-rpc", type=int, nargs="+", default=[1, 100], choices=[1, 100])
     parser.add_argument("--via", nargs="+", default=["client", "stub"], choices=["client", "stub"])
+    parser.add_argument(
+        "--rows-too",
+        action="store_true",
+        help="a third target: the same server asked in the row form (Client(columnar=False))",
+    )
     args = parser.parse_args(argv)
     rng = np.random.default_rng(7)
     cdf = np.cumsum(np.arange(1, args.articles + 1, dtype=np.float64) ** -1.08)
@@ -252,6 +259,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "pomoview": (server.address, server.process.pid),
             "floor": (floor.address, floor.process.pid),
         }
+        if args.rows_too:
+            targets["pomoview rows"] = targets["pomoview"]
         print(
             f"server on {server.address}, typed floor on {floor.address}, {args.threads} threads", flush=True
         )
@@ -286,13 +295,13 @@ def print_table(results: dict[str, Any]) -> None:
     print("|---|---|---|---|---|---|---|---|---|")
     for name, r in results.items():
         per_rpc, how = name.split()
-        ratio = r["pomoview"]["keys_per_s"] / r["floor"]["keys_per_s"]
-        for target in ("pomoview", "floor"):
+        for target in r:
             x = r[target]
+            ratio = x["keys_per_s"] / r["floor"]["keys_per_s"]
             print(
                 f"| {per_rpc} | {how} | {target} | {x['p50'] * 1e3:.2f} | {x['p99'] * 1e3:.2f} | "
                 f"{x['keys_per_s']:,.0f} | {x['cpu_us_per_rpc']:.0f} | {x['client_cpu_us_per_rpc']:.0f} | "
-                f"{f'**{ratio:.2f}×**' if target == 'pomoview' else ''} |"
+                f"{f'**{ratio:.2f}×**' if target != 'floor' else ''} |"
             )
 
 
