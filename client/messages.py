@@ -102,9 +102,11 @@ def subscribe_request(view: str, keys: Sequence[Mapping[str, object]]) -> pb.Sub
 
 
 def is_answer_of(resp: pb.LookupResponse, req: pb.LookupRequest) -> bool:
-    """False when `req` asked for columns and `resp` has none: the server predates columnar
-    answers (and, had the keys gone as columns, did not see them); ask it again in rows."""
-    return not req.columnar or resp.HasField("columns")
+    """False when `req` asked for columns and `resp` has neither columns nor rows: the server
+    predates columnar answers and did not see the keys sent as columns; ask it again in
+    rows. (A server that has them answers a view it cannot put in columns in rows, one
+    `results` entry per key; the readers take either form.)"""
+    return not req.columnar or resp.HasField("columns") or len(resp.results) > 0
 
 
 def lookup_rows(

@@ -128,9 +128,15 @@ class RowAnswer:
 
 class ColumnEncoder:
     """One view's columnar answers: `encode` makes a key's fragments (cached by the reader),
-    `response` a LookupResponse of the keys' fragments."""
+    `response` a LookupResponse of the keys' fragments. Only for a view whose attributes all
+    have one of the six types (`fits`): an attribute nothing types (`any`, the result of a
+    user-defined aggregate) has no column type, and such a view is answered in rows."""
 
     form = FORMS[True]
+
+    @staticmethod
+    def fits(typed: Typed) -> bool:
+        return all(t in _VALUES for _, t in typed)
 
     def __init__(self, typed: Typed) -> None:
         self.types = [t for _, t in typed]

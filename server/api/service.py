@@ -357,13 +357,14 @@ class ViewService(pb_grpc.ViewServiceServicer):
             self.scheduler.unsubscribe(sub)
 
     def answer(self, program: CompiledProgram, view: str, columnar: bool) -> Answer:
-        """The encoder of `view`'s answers in rows or in columns (one per program and form)."""
+        """The encoder of `view`'s answers in rows or in columns (one per program and form);
+        in rows for a view that does not fit columns (`ColumnEncoder.fits`)."""
         cached = self._answers.get((id(program), view, columnar))
         if cached is not None and cached[0] is program:
             return cached[1]
         relation = program.relations[view]
         typed = [(a, relation.types[a]) for a in relation.attributes]
-        answer = ColumnEncoder(typed) if columnar else RowAnswer(typed)
+        answer = ColumnEncoder(typed) if columnar and ColumnEncoder.fits(typed) else RowAnswer(typed)
         self._answers[(id(program), view, columnar)] = (program, answer)
         return answer
 

@@ -38,6 +38,8 @@ byK(k: K, i: I, f: F, s: S, b: B, y: Y, c: C) :- t(k: K, i: I, f: F, s: S, b: B,
 byKS(k: K, s: S, i: I) :- t(k: K, i: I, s: S).
 byC(c: C, k: K) :- t(k: K, c: C).
 sums(k: K, total: T, n: N) :- key(k: K), T := sum F : t(k: K, f: F), N := count : t(k: K).
+view untyped(x).
+untyped(x: X) :- untyped(x: X).
 """
 CIDS = [Cid(cid("blob", [("n", i)])) for i in range(8)]
 ROW = {
@@ -159,6 +161,18 @@ def test_keys_of_every_form_and_type(clients: tuple[Client, Client]) -> None:
         assert answers[1:] == answers[:1] * 3, view
     by_cid = columnar.lookup("byC", {"c": CIDS[2]})  # other tests' rows hold it too
     assert {"c": CIDS[2], "k": k} in by_cid and all(type(r["c"]) is Cid for r in by_cid)
+
+
+def test_a_view_of_an_untyped_attribute_is_answered_in_rows(clients: tuple[Client, Client]) -> None:
+    """`untyped.x` has no declared type (`any`), so no column type: a columnar request gets
+    rows, which the client reads without taking the server for an older one."""
+    columnar, _ = clients
+    assert columnar.lookup("untyped", {"x": 1}) == [] and columnar.lookup_many("untyped", [{"x": 2}]) == {
+        (2,): []
+    }
+    response = _raw(columnar, messages.lookup_request("untyped", [{"x": 1}], None, columnar=True))
+    assert not response.HasField("columns") and len(response.results) == 1
+    assert columnar.columnar, "still asking in columns"
 
 
 def test_an_older_clients_request_gets_rows(clients: tuple[Client, Client]) -> None:
