@@ -239,6 +239,8 @@ def stats_result(resp: pb.StatsResponse) -> dict[str, object]:
         "dropped_deltas": resp.dropped_deltas,
         "apply_lag_seconds": resp.apply_lag_seconds,
         "apply_lag_epochs": resp.apply_lag_epochs,
+        # The executors the server's Spark application has (-1: its session is starting).
+        "spark": {"executors": resp.spark_executors, "status": resp.spark_status},
         "readers": [
             {
                 "view": r.view,

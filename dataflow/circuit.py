@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from pomoview.dataflow.node import Fetch, Metrics, Node, Value
+from pomoview.dataflow.node import Fetch, Metrics, Node, Value, active
 from pomoview.dataflow.operators.feedback import Feedback
 from pomoview.dataflow.operators.input import Input
 from pomoview.dataflow.operators.reader import Reader
@@ -65,6 +65,7 @@ class Circuit:
             if isinstance(node, (SourceIndex, Input)):
                 self.sources.setdefault(node.source, []).append(node)
         self.feedbacks = [n for n in self.nodes if isinstance(n, Feedback)]
+        self._orders: dict[frozenset[int], list[Node]] = {}  # see `reached`
         self.epoch = 0
         self.hydrated = False
 
@@ -128,7 +129,7 @@ class Circuit:
         feedback's input for the next time.
         """
         values: dict[int, Value | None] = {}
-        for node in self.nodes:
+        for node in self.reached(external):
             if node.kind in ("source", "import"):
                 inputs: list[Value | None] = [external.get(id(node))]
             else:
@@ -140,6 +141,27 @@ class Circuit:
             assert feedback.delayed is not None
             feedback.latch(values.get(id(feedback.delayed)))
         return values
+
+    def reached(self, external: Mapping[int, Value | None]) -> list[Node]:
+        """The nodes a pass with `external` may change, in topological order: those below a
+        source or import that has a value, and those below a node that may emit with no
+        input (a node whose `idle` or `busy` is its own: feedbacks, delays, nested
+        circuits). Every other node would be idle; a step of one source does not even visit
+        the nodes of the others. Cached per set of sources, for the circuit's life."""
+        starts = frozenset(k for k, v in external.items() if active(v))
+        order = self._orders.get(starts)
+        if order is None:
+            reached = set(starts)
+            for node in self.nodes:
+                kind = type(node)
+                if (
+                    kind.idle is not Node.idle
+                    or kind.busy is not Node.busy
+                    or any(id(parent) in reached for parent in node.inputs)
+                ):
+                    reached.add(id(node))
+            order = self._orders[starts] = [n for n in self.nodes if id(n) in reached]
+        return order
 
     def step(self, changes: Mapping[str, ZSet[Row]]) -> dict[int, Value | None]:
         """Runs the next epoch: `changes` maps a source to its epoch's delta (or operations)."""

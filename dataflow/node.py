@@ -286,11 +286,16 @@ class Node:
 
     def eval(self, inputs: Sequence[Value | None], time: Time) -> Value | None:
         """The node's output at `time`, given its inputs' values at `time`."""
+        ports = [(port, value) for port, value in enumerate(inputs) if active(value)]
+        if len(ports) == 1:
+            # One input with a delta (most nodes have one): its output as it is, not copied.
+            port, value = ports[0]
+            assert isinstance(value, ZSet), f"{self.describe()} takes ZSets, got {type(value).__name__}"
+            return self.on_delta(port, value)
         out: ZSet[Row] = ZSet()
-        for port, value in enumerate(inputs):
-            if active(value):
-                assert isinstance(value, ZSet), f"{self.describe()} takes ZSets, got {type(value).__name__}"
-                out.extend(self.on_delta(port, value))
+        for port, value in ports:
+            assert isinstance(value, ZSet), f"{self.describe()} takes ZSets, got {type(value).__name__}"
+            out.extend(self.on_delta(port, value))  # a copy: an output may be a node's input
         return out
 
     def idle(self, inputs: Sequence[Value | None], time: Time) -> bool:

@@ -96,9 +96,14 @@ class ZSet(Generic[E]):
         return out
 
     def map(self, fn: Callable[[E], K]) -> ZSet[K]:
-        out: ZSet[K] = ZSet()
+        # Sums first and drops the zeros once after: a test per element was most of the cost.
+        sums: dict[K, int] = {}
+        get = sums.get
         for e, w in self._w.items():
-            out.add(fn(e), w)
+            k = fn(e)
+            sums[k] = get(k, 0) + w
+        out: ZSet[K] = ZSet()
+        out._w = sums if all(sums.values()) else {k: w for k, w in sums.items() if w}
         return out
 
     def distinct(self) -> ZSet[E]:

@@ -20,6 +20,7 @@ weight w contributes w to fn(e), so elements that collide add their weights
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
+from operator import itemgetter
 from typing import TypeVar
 
 from pomoview.dataflow.node import EvictCols, Node, select_keys
@@ -71,7 +72,20 @@ class Map(Node):
         return tuple(o.value if isinstance(o, Constant) else row[o.index] for o in self.outputs)
 
     def on_delta(self, port: int, delta: ZSet[Row]) -> ZSet[Row]:
-        return map_zset(self.apply, delta)
+        return map_zset(self._fast_apply(), delta)
+
+    def _fast_apply(self) -> Callable[[Row], Row]:
+        """`apply`, as a C-level itemgetter when every output copies a column (a projection,
+        the common case): the per-row generator was most of a step's Map time."""
+        if any(isinstance(o, Constant) for o in self.outputs):
+            return self.apply
+        indexes = [o.index for o in self.outputs if isinstance(o, Column)]
+        if len(indexes) == 1:
+            (i,) = indexes
+            return lambda row: (row[i],)
+        if not indexes:
+            return lambda row: ()
+        return itemgetter(*indexes)  # type: ignore[return-value]
 
     def translate(self, cols: tuple[int, ...]) -> tuple[int, ...]:
         """The input columns an upquery on output `cols` asks for (constants dropped)."""

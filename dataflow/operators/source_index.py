@@ -63,23 +63,29 @@ class SourceIndex(KeyedNode):
         self._tests = tuple((attributes.index(a), v) for a, v in self.filters)
 
     def on_delta(self, port: int, delta: ZSet[Row]) -> ZSet[Row]:
-        out: ZSet[Row] = ZSet()
-        for row, op in delta.items():
-            if self._tests and not matches(row, self._tests):
-                continue
-            key = project(row, self.key_cols)
-            group = self.state.get(key)
-            if group is None:
-                self.metrics.dropped += 1
-                continue
-            present = group.get(row, 0) > 0
-            if op > 0 and not present:
-                self.state.add(key, row, 1)
-                out.add(row, 1)
-            elif op < 0 and present:
-                self.state.add(key, row, -1)
-                out.add(row, -1)
-        return out
+        # The batch grouped by key first: each key's state is found once, and a packed group
+        # takes its rows at once (KeyedState.set_presence).
+        tests = self._tests
+        by_key: dict[Key, list[tuple[Row, int]]] = {}
+        cols = self.key_cols
+        if len(cols) == 1:
+            (c,) = cols
+            for row, op in delta.items():
+                if not tests or matches(row, tests):
+                    by_key.setdefault((row[c],), []).append((row, op))
+        else:
+            for row, op in delta.items():
+                if not tests or matches(row, tests):
+                    by_key.setdefault(project(row, cols), []).append((row, op))
+        weights: dict[Row, int] = {}
+        set_presence = self.state.set_presence
+        for key, ops in by_key.items():
+            changed = set_presence(key, ops)
+            if changed is None:
+                self.metrics.dropped += len(ops)
+            else:
+                weights.update(changed)
+        return ZSet.of_weights(weights)
 
     def hydrate(self) -> list[FetchRequest]:
         if self.state.partial:

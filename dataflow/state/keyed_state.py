@@ -13,6 +13,8 @@ import itertools
 import sys
 from collections.abc import Iterable, Iterator, Mapping
 
+import numpy as np
+
 from pomoview.dataflow.state.int_set import IntSet, fits
 from pomoview.dataflow.zset import ZSet
 
@@ -25,6 +27,9 @@ Key = tuple[object, ...]
 
 # A group of a packed state holds its rows as an IntSet from this many rows on.
 PACK_MIN = 8
+# A packed group takes a batch at once from this many rows on (below, numpy's fixed cost per
+# call outweighs a hash lookup per row).
+PACKED_BATCH_MIN = 16
 # `estimate_bytes` sizes keys and groups from this many groups, and rows from an eighth as
 # many rows of each.
 _SAMPLE = 64
@@ -309,6 +314,69 @@ class KeyedState:
         else:
             self._store(key, group)
         return True
+
+    def set_presence(self, key: Key, ops: list[tuple[Row, int]]) -> list[tuple[Row, int]] | None:
+        """Sets each row's presence in `key`'s group, as a source index applies operations:
+        an op > 0 makes its row present (weight 1), an op < 0 absent. The rows are distinct
+        (a consolidated delta's) and all have `key`. Returns the rows whose presence changed,
+        each with +1 or -1; None, changing nothing, when the key is missing.
+
+        A packed group takes the whole batch at once (one membership test and one merge for
+        all its rows: a Zipf delta brings many rows to a hot key); other groups take the
+        rows one by one."""
+        stored = self._groups.get(key)
+        if stored is None and self.partial:
+            return None
+        if type(stored) is IntSet:
+            changed = self._set_presence_packed(stored, ops)
+            if changed is not None:
+                return changed
+        changed = []
+        for row, op in ops:
+            group = self.get(key)
+            assert group is not None
+            present = group.get(row, 0) > 0
+            if op > 0 and not present:
+                self.add(key, row, 1)
+                changed.append((row, 1))
+            elif op < 0 and present:
+                self.add(key, row, -1)
+                changed.append((row, -1))
+        return changed
+
+    def _set_presence_packed(self, ints: IntSet, ops: list[tuple[Row, int]]) -> list[tuple[Row, int]] | None:
+        """`set_presence` on a packed group, or None (nothing changed) when a value is not
+        a 64-bit int: the caller then takes the rows one by one (and unpacks the group)."""
+        assert self.layout is not None
+        p = self.layout.value_pos
+        values = [row[p] for row, _ in ops]
+        if not all(fits(v) for v in values):
+            return None
+        if len(ops) < PACKED_BATCH_MIN:
+            changed = []
+            for (row, op), value in zip(ops, values, strict=True):
+                present = value in ints
+                if op > 0 and not present:
+                    ints.add(value)  # type: ignore[arg-type]
+                    changed.append((row, 1))
+                elif op < 0 and present:
+                    ints.discard(value)  # type: ignore[arg-type]
+                    changed.append((row, -1))
+            delta = sum(sign for _, sign in changed)
+        else:
+            array = np.array(values, dtype=np.int64)
+            held = ints.contains_many(array)
+            inserting = np.fromiter((op > 0 for _, op in ops), dtype=bool, count=len(ops))
+            adds = inserting & ~held
+            removes = ~inserting & held
+            ints.add_many(array[adds].tolist())
+            ints.discard_many(array[removes].tolist())
+            delta = int(adds.sum()) - int(removes.sum())
+            signs = adds.astype(np.int8) - removes.astype(np.int8)
+            changed = [(row, sign) for (row, _), sign in zip(ops, signs.tolist(), strict=True) if sign]
+        self._rows += delta
+        self._packed_rows += delta
+        return changed
 
     def _add_packed(self, values: IntSet, row: Row, weight: int) -> bool:
         """Applies a row to a packed group (whose key the row has); False when the result

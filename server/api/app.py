@@ -26,7 +26,9 @@ from pomoview.server.limits.requests import Limits
 from pomoview.server.metrics.metrics import Metrics
 from pomoview.server.scheduler.applier import DEFAULT_MAX_APPLY_LAG
 from pomoview.server.scheduler.scheduler import Scheduler
+from pomoview.server.spark.conf import SparkConf, driver_address_defaults
 from pomoview.server.spark.deadline import DEFAULT_READ_TIMEOUT, DEFAULT_WRITE_TIMEOUT, SparkTimeouts
+from pomoview.server.spark.executors import ExecutorWatch, SparkStatus
 from pomoview.server.spark.session import SparkProvider, create_spark_session
 from pomoview.server.store.fs import StoreLocationError, split_location
 from pomoview.server.views.memory_budget import format_bytes
@@ -110,6 +112,10 @@ def check_store_marker(data_dir: Path, store: Path | str) -> None:
 
 
 GRPC_THREADS = 256
+# How long a thread may hold the GIL while another waits for it (Python's default: 5 ms).
+# The apply and the flush are long runs of Python; a hit needs the GIL a few times for
+# about 100 us each, so at 5 ms a turn it waited far longer than it worked.
+SWITCH_INTERVAL = 0.0005
 
 
 def serve(
@@ -120,6 +126,7 @@ def serve(
     metrics_port: int | None = None,
     program: Path | None = None,
     spark_master: str = "local[*]",
+    spark_conf: SparkConf | None = None,
     flush_interval: float = 5.0,
     max_apply_lag: float = DEFAULT_MAX_APPLY_LAG,
     store: str | None = None,
@@ -140,9 +147,11 @@ def serve(
     `security` holds the token and TLS files (default: none, which only loopback allows).
     `spark_timeout` and `spark_write_timeout` are the deadlines in seconds (None: none) of the
     Spark jobs that read and that write the store (see `spark_deadline`).
-    `limits` are what one request may ask for (default: `Limits()`'s).
+    `limits` are what one request may ask for (default: `Limits()`'s). `spark_conf` holds the
+    Spark settings for the session (`spark/conf.py`: flags, env and `DATA/spark.conf`).
     """
     _configure_logging()
+    sys.setswitchinterval(SWITCH_INTERVAL)
     security = security or ServerSecurity()
     limits = limits or Limits()
     location = _checked_store(security, host, store, data_dir)
@@ -155,9 +164,7 @@ def serve(
     )
     metrics = _serve_metrics(host, metrics_port)
     server, bound = _bind(host, port, security, limits)
-    spark = SparkProvider(lambda: create_spark_session(spark_master))
-    # The JVM takes seconds to boot: start it now so the first upquery does not wait for it.
-    spark.start_in_background()
+    spark = _start_spark(spark_master, spark_conf or SparkConf(), host)
     try:
         # A store on Hadoop's file system opens through the JVM: this waits for it to boot.
         scheduler = Scheduler(
@@ -178,7 +185,9 @@ def serve(
     if program is not None:
         _install_program(scheduler, program, spark)
     scheduler.start()
-    health_servicer, services = _add_services(server, scheduler)
+    watch = ExecutorWatch(spark_master, spark.current)
+    health_servicer, services = _add_services(server, scheduler, watch)
+    _watch_executors(watch, spark, metrics, health_servicer)
     done = _stop_on_signals()
     server.start()
     for name in services:
@@ -187,7 +196,21 @@ def serve(
     if os.environ.get("POMOVIEW_TRACEMALLOC"):
         _trace_memory(int(os.environ["POMOVIEW_TRACEMALLOC"]))
     done.wait()
+    watch.stop()
     _shut_down(server, health_servicer, spark, scheduler)
+
+
+def _start_spark(master: str, conf: SparkConf, host: str) -> SparkProvider:
+    """The Spark provider, its session booting in the background (the JVM takes seconds: the
+    first upquery should not wait for it), with `conf`'s settings and, on a cluster, the
+    driver's address from `host` (`driver_address_defaults`); logs the settings."""
+    note = driver_address_defaults(master, host, conf)
+    log.info("spark settings: %s", conf.describe())
+    if note is not None:
+        log.warning("%s", note)
+    spark = SparkProvider(lambda: create_spark_session(master, conf=conf.values))
+    spark.start_in_background()
+    return spark
 
 
 def _configure_logging() -> None:
@@ -301,10 +324,37 @@ def _install_program(scheduler: Scheduler, program: Path, spark: SparkProvider) 
         _refuse_start(f"pomoview: cannot install {program}:\n{err.message}", spark)
 
 
-def _add_services(server: grpc.Server, scheduler: Scheduler) -> tuple[health.HealthServicer, tuple[str, ...]]:
+# The health service's name for Spark: SERVING while the server's Spark application has an
+# executor (lookups that need Spark can run), NOT_SERVING otherwise. The server itself ("")
+# serves on regardless: hits and writes need no Spark.
+SPARK_HEALTH = "pomoview.spark"
+
+
+def _watch_executors(
+    watch: ExecutorWatch, spark: SparkProvider, metrics: Metrics, health_servicer: health.HealthServicer
+) -> None:
+    """Starts the executor watch: lookups' jobs use it, and it reports to the metrics and to
+    the health service (`SPARK_HEALTH`)."""
+
+    def report(status: SparkStatus) -> None:
+        serving = health_pb2.HealthCheckResponse.SERVING
+        health_servicer.set(
+            SPARK_HEALTH, serving if status.executors > 0 else health_pb2.HealthCheckResponse.NOT_SERVING
+        )
+
+    watch.on_change = report
+    report(watch.poll())
+    metrics.watch_spark(lambda: watch.status().executors)
+    spark.executors = watch
+    watch.start()
+
+
+def _add_services(
+    server: grpc.Server, scheduler: Scheduler, watch: ExecutorWatch
+) -> tuple[health.HealthServicer, tuple[str, ...]]:
     """Adds the view service, health checks and reflection to `server`; returns the health
     servicer and the names it reports SERVING once the server has started."""
-    add_view_service(ViewService(scheduler), server)
+    add_view_service(ViewService(scheduler, watch.status), server)
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     service_name = pb.DESCRIPTOR.services_by_name["ViewService"].full_name

@@ -21,6 +21,7 @@ from pomoview.server.api.answers import FORMS, ColumnEncoder, RowAnswer, to_valu
 from pomoview.server.errors import ServiceError
 from pomoview.server.load.bulk_load import Progress
 from pomoview.server.scheduler.scheduler import Scheduler
+from pomoview.server.spark.executors import SparkStatus
 from pomoview.server.typed_rows import Column, ColumnRows, Rows, TypedRow
 from pomoview.server.types import Value
 from pomoview.server.views.subscriptions import Subscription
@@ -220,8 +221,10 @@ def add_view_service(service: ViewService, server: grpc.Server) -> None:
 
 
 class ViewService(pb_grpc.ViewServiceServicer):
-    def __init__(self, scheduler: Scheduler) -> None:
+    def __init__(self, scheduler: Scheduler, spark_status: Callable[[], SparkStatus] | None = None) -> None:
         self.scheduler = scheduler
+        # What Stats says of Spark (the executor watch's status); None: nothing.
+        self._spark_status = spark_status
         # (id(program), view, columnar) -> (program, its answers' encoder)
         self._answers: dict[tuple[int, str, bool], tuple[CompiledProgram, Answer]] = {}
 
@@ -385,6 +388,7 @@ class ViewService(pb_grpc.ViewServiceServicer):
 
     def Stats(self, request: pb.StatsRequest, context: grpc.ServicerContext) -> pb.StatsResponse:
         stats = self.scheduler.stats()
+        spark = self._spark_status() if self._spark_status is not None else None
         return pb.StatsResponse(
             applied_epoch=stats.applied_epoch,
             durable_epoch=stats.durable_epoch,
@@ -406,6 +410,8 @@ class ViewService(pb_grpc.ViewServiceServicer):
             eviction_rounds=stats.eviction_rounds,
             apply_lag_seconds=stats.apply_lag_seconds,
             apply_lag_epochs=stats.apply_lag_epochs,
+            spark_executors=spark.executors if spark is not None else -1,
+            spark_status=spark.summary if spark is not None else "",
         )
 
     def Load(

@@ -75,6 +75,17 @@ SERVE: tuple[Argument, ...] = (
         "(env POMOVIEW_SPARK_MASTER, default local[*])",
     ),
     arg(
+        "--spark-conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting for the server's session, e.g. spark.cores.max=2 or "
+        "spark.executor.memory=2g; repeatable. Also read from DIR/spark.conf (KEY VALUE per "
+        "line) and env POMOVIEW_SPARK_CONF (KEY=VALUE;KEY=VALUE); a flag wins over the "
+        "variable, which wins over the file. With a cluster master, spark.driver.host and "
+        "spark.driver.bindAddress default to --host when it is an IP address",
+    ),
+    arg(
         "--host",
         default="127.0.0.1",
         help="address to listen on; one beyond loopback needs a token, client certificates or "

@@ -2,9 +2,10 @@
 `stats`, `explain`.
 
 Only the standard library, `pomoview.client`, `pomoview.server.api.security` (grpc and the
-standard library), `cli_values` (the CLI's JSON values), `arguments` (the subcommands'
-arguments, as data) and `explain` (drawing a view's dataflow) are imported at module level:
-a client-only install has no pyspark or lark, and `serve` imports the server lazily.
+standard library), `pomoview.server.spark.conf` (the standard library), `cli_values` (the
+CLI's JSON values), `arguments` (the subcommands' arguments, as data) and `explain`
+(drawing a view's dataflow) are imported at module level: a client-only install has no
+pyspark or lark, and `serve` imports the server lazily.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from pomoview.server.cli.values import (
     row_to_json,
 )
 from pomoview.server.limits import requests as limits
+from pomoview.server.spark.conf import SparkConfError, resolve_spark_conf
 
 DEFAULT_ADDRESS = "127.0.0.1:7878"
 
@@ -134,6 +136,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 2
     config["memory_budget"] = (str(budget), budget_origin)
     try:
+        spark_conf = resolve_spark_conf(Path(config["data"][0]), args.spark_conf, os.environ)
+    except SparkConfError as err:
+        print(f"pomoview: {err}", file=sys.stderr)
+        return 2
+    try:
         server_security = security.server_security(
             token_file=args.token_file,
             tls_cert=config.pop("tls_cert"),
@@ -152,6 +159,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         metrics_port=metrics,
         program=Path(args.program) if args.program else None,
         spark_master=config["spark_master"][0],
+        spark_conf=spark_conf,
         flush_interval=args.flush_interval,
         max_apply_lag=args.max_apply_lag,
         store=config["store"][0] or None,
@@ -303,6 +311,9 @@ def format_stats(stats: Mapping[str, object]) -> str:
     head = ", ".join(f"{name} {stats[name]}" for name in COUNTERS)
     if "apply_lag_seconds" in stats:
         head += f"\napply lag: {stats['apply_lag_seconds']:.3f} s, {stats['apply_lag_epochs']} epochs"
+    spark = stats.get("spark")
+    if isinstance(spark, Mapping) and spark.get("status"):
+        head += f"\nspark: {spark['status']}"
     memory = stats.get("memory")
     if isinstance(memory, Mapping) and memory.get("budget"):
         mib = {k: v // (1 << 20) for k, v in memory.items()}

@@ -33,6 +33,9 @@ Gauges (read at scrape time):
 - `pomoview_subscriptions`: subscriptions open now (`Subscribe` streams).
 - `pomoview_partial_state_bytes`: estimated bytes of all partial state (what the memory
   budget bounds), each node once.
+- `pomoview_spark_executors`: the executors the server's Spark application can run jobs on:
+  1 in local mode (the driver), on a cluster those registered now (0: lookups that need
+  Spark fail with UNAVAILABLE), -1 while the session starts (`server/spark/executors.py`).
 - `process_*`: the server process's CPU, resident memory and open files.
 
 Histograms (seconds; `_bucket`, `_sum` and `_count` series):
@@ -195,6 +198,16 @@ class Metrics:
     def watch(self, stats: Callable[[], Stats], views: Callable[[], Iterable[str]]) -> None:
         """Adds the gauges read at scrape time from `stats()` (see `StateCollector`)."""
         self.registry.register(StateCollector(stats, views))
+
+    def watch_spark(self, executors: Callable[[], int]) -> None:
+        """Adds `pomoview_spark_executors`, read from `executors()` at scrape time."""
+        gauge = Gauge(
+            "pomoview_spark_executors",
+            "Executors the server's Spark application can run jobs on (1 in local mode; 0: "
+            "none, lookups that need Spark fail; -1: the session is starting).",
+            registry=self.registry,
+        )
+        gauge.set_function(lambda: float(executors()))
 
     def serve(self, host: str, port: int) -> str:
         """Serves the metrics over HTTP on `host:port` (0: a free port) from a daemon thread;

@@ -8,6 +8,7 @@ its answer to the applied epoch with the log tail.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,6 +21,7 @@ from pomoview.server.errors import DeadlineExceeded, Unavailable
 from pomoview.server.metrics.counters import Counters
 from pomoview.server.metrics.metrics import Metrics
 from pomoview.server.spark.deadline import SparkTimeout
+from pomoview.server.spark.executors import ExecutorWatch, NoExecutors
 from pomoview.server.spark.session import SparkSessionLost, spark_error_reason
 from pomoview.server.store.source_store import Pin, SourceStore
 from pomoview.server.types import SourceSchema, Tuple_
@@ -77,28 +79,24 @@ class SparkFetch:
     def _fetch(self, pending: FetchRequest, pin: object) -> Prefetched:
         assert isinstance(pin, Pin)
         schema = self._program().source_schema(pending.source)
-        store = self._store
         try:
-            if _packable(schema, pending.columns):
-                version, answer = store.fetch_columns(
-                    pending.source, pending.columns, list(pending.keys), dict(pending.filters), at=pin  # type: ignore[arg-type]
-                )
-                if isinstance(answer, pa.Table):
-                    return _packed(pending, schema, version, answer)
-                tuples = answer
-            else:
-                version, tuples = store.fetch(
-                    pending.source, pending.columns, list(pending.keys), dict(pending.filters), at=pin  # type: ignore[arg-type]
-                )
+            # On a cluster, a job that no executor can run fails within seconds (NoExecutors).
+            with self._executor_guard():
+                version, answer = self._store_fetch(pending, schema, pin)
         except SparkTimeout as err:
             # Every lookup waiting on this job gets it; nothing is filled, as below.
             raise DeadlineExceeded(
                 f"the upquery on source {pending.source!r} failed: {err.message}; retry the lookup"
             ) from err
+        except NoExecutors as err:
+            raise Unavailable(f"the upquery on source {pending.source!r} failed: {err.message}") from err
         except Exception as err:
             # Nothing is filled: the circuit saw only FetchPending, so the states that asked
             # stay missing and the next lookup runs the job again.
             raise Unavailable(self._failure(pending.source, err)) from err
+        if isinstance(answer, pa.Table):
+            return _packed(pending, schema, version, answer)
+        tuples = answer
         positions = [[a for a, _ in schema].index(c) for c in pending.columns]
         by_key: dict[Key, list[Tuple_]] = {}
         if len(positions) == 1:
@@ -111,6 +109,26 @@ class SparkFetch:
         return Prefetched(
             pending.source, pending.columns, frozenset(pending.keys), version, by_key, pending.filters
         )
+
+    def _store_fetch(
+        self, pending: FetchRequest, schema: SourceSchema, pin: Pin
+    ) -> tuple[int, pa.Table | list[Tuple_]]:
+        """The store's answer: an Arrow table (packed form) or tuples, and the version read."""
+        if _packable(schema, pending.columns):
+            return self._store.fetch_columns(  # type: ignore[no-any-return]
+                pending.source, pending.columns, list(pending.keys), dict(pending.filters), at=pin  # type: ignore[arg-type]
+            )
+        return self._store.fetch(  # type: ignore[no-any-return]
+            pending.source, pending.columns, list(pending.keys), dict(pending.filters), at=pin  # type: ignore[arg-type]
+        )
+
+    def _executor_guard(self) -> AbstractContextManager[None]:
+        """The provider's executor watch's guard over its current session, if it has a watch."""
+        watch = getattr(self._spark, "executors", None)
+        current = getattr(self._spark, "current", None)
+        if isinstance(watch, ExecutorWatch) and callable(current):
+            return watch.guard(current())
+        return nullcontext()
 
     def _failure(self, source: str, err: Exception) -> str:
         """The reason a keyed Spark job on `source` failed; if the Spark session died with it,

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from pomoview.dataflow.state.keyed_state import Row
 from pomoview.dataflow.zset import ZSet
 from pomoview.server.errors import Unavailable
+from pomoview.server.scheduler.gates import ApplyGates
 from pomoview.server.temporal.time_path import TimePath
 from pomoview.server.types import LoggedBatch
 from pomoview.server.views.view_state import ViewState
@@ -80,6 +81,7 @@ class Applier:
         # When the oldest batch of the step being applied became durable (None: no step).
         self._applying_since: float | None = None
         self.steps = 0  # steps applied (a step applies one or more batches)
+        self._gates = ApplyGates(stopping)  # tests' (gates.py); inert in a real server
         self.waiting = 0  # writers waiting for room now
 
     def on_durable(self, batch: LoggedBatch) -> None:
@@ -133,6 +135,8 @@ class Applier:
             with self._queue_ready:
                 while not self._queue and not self._stopping.is_set():
                     self._queue_ready.wait(timeout=0.5)
+            self._gates.before_take()  # once a batch waits: a test's hold then catches it
+            with self._queue_ready:
                 if not self._queue:
                     continue
                 batches, self._applying_since = self._take()
@@ -167,6 +171,7 @@ class Applier:
                 for batch in batches:
                     view.tail.append(batch)
                 self._step(batches)
+                self._gates.mid_step(batches)
             finally:
                 view.end_apply(last)  # even when the step failed: the graph was rebuilt then
             self.steps += 1

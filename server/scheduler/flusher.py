@@ -12,11 +12,13 @@ from pathlib import Path
 from pomoview.server.metrics.metrics import Metrics
 from pomoview.server.reads.upquery_pins import UpqueryPins
 from pomoview.server.spark.deadline import SparkTimeout
-from pomoview.server.spark.session import SparkProviderStopped
+from pomoview.server.spark.failure_log import FailureLog
+from pomoview.server.spark.session import SparkProviderStopped, is_spark_error, spark_error_reason
 from pomoview.server.store.manifest import StoreWriteError
 from pomoview.server.store.source_store import SourceStore
 from pomoview.server.temporal.time_path import TimePath
 from pomoview.server.types import LoggedBatch
+from pomoview.server.views.log_tail import free_in_slices
 from pomoview.server.views.view_state import ViewState
 from pomoview.server.wal.wal import WriteAheadLog
 
@@ -66,6 +68,8 @@ class Flusher:
         self.compact_min_parts = COMPACT_MIN_PARTS
         self.compact_interval = COMPACT_INTERVAL
         self.lock = threading.Lock()  # one flush at a time
+        self._flush_failures = FailureLog(log, "a flush")
+        self._compact_failures = FailureLog(log, "a compaction")
 
     def flush_loop(self) -> None:
         last_compaction = time.monotonic()
@@ -75,17 +79,21 @@ class Flusher:
             except Exception as err:
                 self._log_failure("a flush", err)
                 continue
+            self._flush_failures.succeeded()
             if time.monotonic() - last_compaction >= self.compact_interval:
                 last_compaction = time.monotonic()
                 try:
                     self.compact()
                 except Exception as err:
                     self._log_failure("a compaction", err)
+                else:
+                    self._compact_failures.succeeded()
 
     def _log_failure(self, what: str, err: Exception) -> None:
-        """One line for a failure the store reports clearly (a full disk, a Spark job past its
-        deadline: the store is as it was), a traceback for anything else. Either way the
-        log is not trimmed, and the next interval tries again."""
+        """One line naming the failure's cause (the store's own message for a full disk or a
+        Spark job past its deadline, else `spark_error_reason`), its traceback at DEBUG; a
+        failure that repeats is logged again only with its count (`FailureLog`). Either way
+        the log is not trimmed, and the next interval tries again."""
         if isinstance(err, SparkProviderStopped):  # no retry: the server is stopping
             log.info(
                 "%s did not run: the server is stopping; the store stays at version %d, the log "
@@ -95,19 +103,19 @@ class Flusher:
                 self._view.durable_epoch,
             )
             return
+        # A failure that repeats (every interval) is logged once, then with a count; the
+        # reason names the cause (not the stack trace, which goes to DEBUG).
         known = isinstance(err, (StoreWriteError, SparkTimeout))
-        log.warning(
-            "%s failed, retrying in %g s: %s; the store stays at version %d, the log keeps "
-            "every epoch after it (through %d)",
-            what,
-            self.flush_interval,
-            err if known else f"{type(err).__name__}: {err}",
-            self._store.version,
-            self._view.durable_epoch,
-            exc_info=not known,
+        reason = str(err) if known else spark_error_reason(err)
+        failures = self._flush_failures if what == "a flush" else self._compact_failures
+        failures.failed(
+            reason,
+            f"; retrying every {self.flush_interval:g} s; the store stays at version "
+            f"{self._store.version}, the log keeps every epoch after it (through "
+            f"{self._view.durable_epoch})",
+            err,
+            trace=not known and not is_spark_error(err),  # a bug of ours: its traceback
         )
-        if known:
-            log.debug("%s failed", what, exc_info=True)
 
     def flush(self) -> int:
         """Moves the applied batches the store lacks into Parquet, then trims the log;
@@ -161,7 +169,8 @@ class Flusher:
             durable = self._store.version
             bound = min(durable, min(pinned, default=durable))
             assert all(bound <= v for v in pinned), "the tail must outlive the pins"
-            self._view.tail.trim_through(bound)
+            garbage = self._view.tail.trim_through(bound)
+        free_in_slices(garbage)  # outside the lock, and in slices (log_tail.py)
         self._wal.truncate_through(bound)
         return durable
 

@@ -388,9 +388,11 @@ class Scheduler:
             return [] if graph is None else graph.graph.node_infos(view)
 
     def stats(self) -> Stats:
-        states = self.dataflow_nodes() if self.program is not None else []
         view = self.view_state
         memory = view.memory
+        rss, lag = process_rss(), self.applier.lag()  # neither needs the dataflow lock
+        # One hold of the lock for everything the graph says: under write load every hold
+        # waits for a step to end.
         with view.lock:
             graph = view.graph.graph if view.graph is not None else None
             readers = [
@@ -405,13 +407,13 @@ class Scheduler:
                 spark_jobs=self.counters.spark_jobs,
                 dropped_deltas=graph.metrics.dropped if graph else 0,
                 readers=readers,
-                states=states,
+                states=graph.node_infos() if graph else [],
                 memory_budget=memory.budget if memory else 0,
-                rss_bytes=process_rss(),
+                rss_bytes=rss,
                 baseline_rss_bytes=memory.baseline if memory else 0,
                 partial_state_bytes=graph.partial_bytes() if graph else 0,
                 eviction_rounds=memory.evictions if memory else 0,
-                apply_lag_seconds=self.applier.lag(),
+                apply_lag_seconds=lag,
                 apply_lag_epochs=view.durable_epoch - view.applied_epoch,
             )
 

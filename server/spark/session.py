@@ -9,13 +9,17 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from pyspark.sql import SparkSession
+
+from pomoview.server.spark.conf import is_local_master
+from pomoview.server.spark.executors import ExecutorWatch
 
 log = logging.getLogger("pomoview.spark")
 
@@ -29,31 +33,59 @@ _BOOT_GIVE_UP_WAIT = 10.0
 _FREEZE_ROUNDS = 10
 
 
-def create_spark_session(master: str = "local[*]", app_name: str = "pomoview") -> SparkSession:
-    """Create (or get the process's existing) Spark session, configured for a small machine.
+# The server's own settings, for a small machine; `serve --spark-conf` (and the other sources of
+# `conf.resolve_spark_conf`) override them.
+SERVER_DEFAULTS: dict[str, str] = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.driver.memory": "2g",
+}
+
+
+def create_spark_session(
+    master: str = "local[*]", app_name: str = "pomoview", conf: Mapping[str, str] | None = None
+) -> SparkSession:
+    """Create (or get the process's existing) Spark session: `SERVER_DEFAULTS`, then `conf`.
 
     Settings that size the driver JVM only take effect if no JVM is running yet in this process.
     """
-    if master.startswith("local"):
+    settings = dict(SERVER_DEFAULTS)
+    if is_local_master(master):
         # A local driver only talks to itself; binding to loopback also avoids Spark's warning
         # about a hostname that resolves to loopback. An explicit setting wins.
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    builder = (
-        SparkSession.builder.master(master)
-        .appName(app_name)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.memory", "2g")
-    )
-    if master.startswith("local"):
-        builder = builder.config("spark.driver.host", "127.0.0.1").config(
-            "spark.driver.bindAddress", "127.0.0.1"
-        )
+        settings.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
+    settings.update(conf or {})
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
+    quiet_task_failures(session)
     return session
+
+
+# Spark's loggers that print a failed task's or job's whole stack trace at ERROR, every time
+# it fails (in local mode, where the executor is the driver's JVM): the server reports each
+# failure itself, with its cause (`spark_error_reason`), once and then with a count.
+_TASK_FAILURE_LOGGERS = (
+    "org.apache.spark.executor.Executor",
+    "org.apache.spark.scheduler.TaskSetManager",
+    "org.apache.spark.sql.execution.datasources.FileFormatWriter",
+)
+
+
+def quiet_task_failures(session: SparkSession) -> None:
+    """Turns off the Spark loggers of `_TASK_FAILURE_LOGGERS` in the driver's JVM."""
+    try:
+        jvm = session.sparkContext._jvm
+        level = jvm.org.apache.logging.log4j.Level.OFF  # type: ignore[union-attr]
+        for name in _TASK_FAILURE_LOGGERS:
+            jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, level)  # type: ignore[union-attr]
+    except Exception:  # noqa: BLE001 (only the log's volume depends on it)
+        log.debug("quieting Spark's task failure logs failed", exc_info=True)
 
 
 def _gateway_process(session: SparkSession) -> object | None:
@@ -137,21 +169,113 @@ def discard_session(session: SparkSession) -> None:
 
 
 def spark_error_reason(err: BaseException) -> str:
-    """A one-line account of a Spark failure: the Java exception's message and its root cause,
-    not the stack traces that a Py4JJavaError's text carries."""
+    """A one-line account of a Spark failure that names its cause, without stack traces.
+
+    A failure in a Python worker (a `PythonException`, or a Java error that carries one)
+    carries the worker's traceback: the cause is the exception at its end, given as its error
+    class and message (`PYTHON_VERSION_MISMATCH: Python in worker has different version ...`)
+    or its type and message (`ModuleNotFoundError: No module named 'pyarrow'`). A Java error
+    gives its message and its root cause; any other error its class (`getCondition`) if it
+    has one, its type otherwise, and its message.
+    """
     from py4j.protocol import Py4JJavaError
 
     text = str(err).strip()
+    python = _python_cause(text)
+    if python is not None:
+        return _cut(f"{python} (in a Spark Python worker)")
     if isinstance(err, Py4JJavaError):
-        lines = [line.strip() for line in text.splitlines()]
-        # The text is "An error occurred while calling oN.method.\n: java.Exc: message\n\tat ..."
-        heads = [line[2:] for line in lines if line.startswith(": ")]
-        causes = [line[len("Caused by: ") :] for line in lines if line.startswith("Caused by: ")]
-        parts = heads[:1] + causes[-1:]
+        parts = _java_parts(text.splitlines())
         if parts:
             return "; caused by ".join(_cut(p) for p in parts)
-    first = text.splitlines()[0] if text else ""
-    return _cut(f"{type(err).__name__}: {first}" if first else type(err).__name__)
+    message = " ".join(_message_lines(text.splitlines()))
+    condition = _condition(err)
+    if condition is not None:
+        return _cut(_classed(condition, message))
+    return _cut(f"{type(err).__name__}: {message}" if message else type(err).__name__)
+
+
+def _java_parts(lines: list[str]) -> list[str]:
+    """A Java error's message and its root cause's, each with the lines that continue it (a
+    message may span lines: "SparkException: \\nError from python worker:\\n  ..."), up to
+    its stack trace. The text is "An error occurred while calling oN.method.\\n: java.Exc:
+    message\\n\\tat ...\\nCaused by: java.Exc2: message\\n\\tat ..."."""
+    starts = [(i, 2) for i, line in enumerate(lines) if line.startswith(": ")][:1]
+    causes = [(i, len("Caused by: ")) for i, line in enumerate(lines) if line.startswith("Caused by: ")]
+    parts = []
+    for i, skip in starts + causes[-1:]:
+        words = [lines[i][skip:].strip()]
+        for line in lines[i + 1 :]:
+            if not line.strip() or line.lstrip().startswith(("at ", "... ")) or line.startswith(
+                ("Caused by: ", "Driver stacktrace:", "Suppressed: ")
+            ):
+                break
+            words.append(line.strip())
+        parts.append(" ".join(w for w in words if w))
+    return parts
+
+
+def is_spark_error(err: BaseException) -> bool:
+    """Whether `err` comes from Spark or the JVM (pyspark's errors, py4j's), or is the session
+    provider's; not a bug of the caller's."""
+    from py4j.protocol import Py4JError
+    from pyspark.errors import PySparkException
+
+    return isinstance(err, (PySparkException, Py4JError, SparkSessionLost, SparkProviderStopped))
+
+
+def _condition(err: BaseException) -> str | None:
+    """A pyspark error's class (`getCondition`, e.g. PATH_NOT_FOUND), if it has one."""
+    get = getattr(err, "getCondition", None)
+    try:
+        condition = get() if callable(get) else None
+    except Exception:  # noqa: BLE001 (a captured error whose JVM side is gone)
+        return None
+    return condition if isinstance(condition, str) and condition else None
+
+
+def _classed(condition: str, message: str) -> str:
+    """`CLASS: message`, without the `[CLASS] ` that Spark's messages start with."""
+    prefix = f"[{condition}]"
+    if message.startswith(prefix):
+        message = message[len(prefix) :].strip()
+    return f"{condition}: {message}" if message else condition
+
+
+def _message_lines(lines: list[str]) -> list[str]:
+    """The lines of a message, up to the first blank, stack frame or traceback line."""
+    out = []
+    for line in lines:
+        if not line.strip() or line[:1].isspace() or line.startswith(("Traceback ", "JVM stacktrace:")):
+            break
+        out.append(line.strip())
+    return out
+
+
+_TRACEBACK = "Traceback (most recent call last):"
+_ERROR_CLASS = re.compile(r"^\[([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)\]\s*")
+
+
+def _python_cause(text: str) -> str | None:
+    """The exception at the end of the last Python traceback in `text`, as one line; None if
+    there is no traceback. It is the first line after the traceback's start that is not
+    indented (its frames are), with the lines that continue its message."""
+    start = text.rfind(_TRACEBACK)
+    if start < 0:
+        return None
+    lines = text[start + len(_TRACEBACK) :].splitlines()
+    for i, line in enumerate(lines):
+        if line.strip() and not line[:1].isspace():
+            message = " ".join(_message_lines(lines[i:]))
+            break
+    else:
+        return None
+    kind, _, detail = message.partition(": ")
+    kind = kind.rsplit(".", 1)[-1]  # pyspark.errors.exceptions.base.PySparkRuntimeError
+    match = _ERROR_CLASS.match(detail)
+    if match is not None:
+        return _classed(match.group(1), detail)
+    return f"{kind}: {detail}" if detail else kind
 
 
 def _cut(text: str) -> str:
@@ -315,6 +439,8 @@ class SparkProvider:
         self._background_error: BaseException | None = None
         self._lost: str | None = None  # why the last session was discarded, until a new one is up
         self.restarts = 0
+        # Set by the server when it watches the cluster's executors; lookups' jobs use it.
+        self.executors: ExecutorWatch | None = None
 
     def __call__(self) -> SparkSession:
         """Return the session, creating it if needed. Raises what session creation raises,
@@ -331,6 +457,11 @@ class SparkProvider:
             self._replace_locked(reason)
         self.start_in_background()
         raise SparkSessionLost(reason)
+
+    def current(self) -> SparkSession | None:
+        """The session if one is up (it may have died since), without creating one."""
+        with self._guard:
+            return self._session
 
     def _create_locked(self) -> SparkSession:
         spared = self._processes()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+import pyarrow as pa
 from pyspark.sql.types import (
     BinaryType,
     BooleanType,
@@ -31,6 +32,15 @@ SPARK_TYPES: dict[str, Callable[[], DataType]] = {
     "bytes": BinaryType,
     # A cid is its text (planner/cid.py); the manifest's schema keeps the type apart from string.
     "cid": StringType,
+}
+# The Arrow type a flush builds each attribute's column in (Spark reads it as SPARK_TYPES').
+ARROW_TYPES: dict[str, pa.DataType] = {
+    "int": pa.int64(),
+    "float": pa.float64(),
+    "string": pa.string(),
+    "bool": pa.bool_(),
+    "bytes": pa.binary(),
+    "cid": pa.string(),
 }
 # Columns of the store's own, in a part's files or in the Spark jobs that write them.
 _RESERVED = {"_epoch", "_op", BUCKET_COLUMN, BUCKET_DIR_COLUMN}
@@ -95,6 +105,14 @@ def operations_struct(schema: SourceSchema) -> StructType:
             StructField("_epoch", LongType(), nullable=False),
             StructField("_op", ByteType(), nullable=False),
         ]
+    )
+
+
+def operations_arrow_schema(schema: SourceSchema) -> pa.Schema:
+    """`operations_struct` in Arrow: the columns a flush builds its table of operations in."""
+    return pa.schema(
+        [pa.field(attr, ARROW_TYPES[t], nullable=False) for attr, t in schema]
+        + [pa.field("_epoch", pa.int64(), nullable=False), pa.field("_op", pa.int8(), nullable=False)]
     )
 
 

@@ -30,27 +30,54 @@ class LogTail:
     and every other lookup and write waited behind it.
     """
 
+    # Stale index entries tolerated beyond twice the tail's rows (a class setting for tests).
+    STALE_SLACK = 10_000
+
     def __init__(self, base: int, batches: Iterable[LoggedBatch] = ()) -> None:
         self.base = base
         self.batches: list[LoggedBatch] = [b for b in batches if b.epoch > base]
         self._indexes: dict[tuple[str, tuple[int, ...]], dict[Key, _Ops]] = {}
+        # Operations the indexes hold, and the tail's rows: a trim leaves its batches'
+        # entries in the indexes (reads skip them by epoch) until they outnumber the live.
+        self._indexed = 0
+        self._rows = sum(_rows(b) for b in self.batches)
 
     def append(self, batch: LoggedBatch) -> None:
         assert not self.batches or batch.epoch > self.batches[-1].epoch
         self.batches.append(batch)
+        self._rows += _rows(batch)
         for (source, positions), index in self._indexes.items():
             change = batch.changes.get(source)
             if change is not None:
-                _index_change(index, positions, batch.epoch, change)
+                self._indexed += _index_change(index, positions, batch.epoch, change)
 
     def flushable(self, through: int) -> list[LoggedBatch]:
         return [b for b in self.batches if b.epoch <= through]
 
-    def trim_through(self, epoch: int) -> None:
-        """Forgets batches at or below `epoch` (they are durable in Parquet now)."""
-        self.batches = [b for b in self.batches if b.epoch > epoch]
+    def trim_through(self, epoch: int) -> list[object]:
+        """Forgets batches at or below `epoch` (they are durable in Parquet now). Returns
+        what it let go of, for the caller to free outside its lock with `free_in_slices`.
+
+        The indexes keep the trimmed batches' entries: `key_operations` reads only epochs
+        after the store's version, so they are never read, and rebuilding the indexes at
+        every flush cost the next cold fetch a pass over the whole tail under the dataflow
+        lock. They are dropped (and rebuilt from what is left when next needed) once they
+        hold more than twice the tail's rows, which bounds their memory."""
+        kept = [b for b in self.batches if b.epoch > epoch]
+        trimmed = self.batches[: len(self.batches) - len(kept)]
+        self._rows -= sum(_rows(b) for b in trimmed)
+        self.batches = kept
         self.base = max(self.base, epoch)
-        self._indexes.clear()  # rebuilt from what is left at the next fetch that needs one
+        garbage: list[object] = [trimmed]
+        if self._indexed > 2 * self._rows + self.STALE_SLACK:
+            garbage += self._indexes.values()
+            self._indexes = {}
+            self._indexed = 0
+        return garbage
+
+    def indexed_operations(self) -> int:
+        """How many operations the indexes hold, trimmed ones included (their memory)."""
+        return self._indexed
 
     def _index(self, source: str, positions: tuple[int, ...]) -> dict[Key, _Ops]:
         index = self._indexes.get((source, positions))
@@ -59,7 +86,7 @@ class LogTail:
             for batch in self.batches:
                 change = batch.changes.get(source)
                 if change is not None:
-                    _index_change(index, positions, batch.epoch, change)
+                    self._indexed += _index_change(index, positions, batch.epoch, change)
         return index
 
     def key_operations(
@@ -124,8 +151,43 @@ class LogTail:
 
 def _index_change(
     index: dict[Key, _Ops], positions: tuple[int, ...], epoch: int, change: SourceChange
-) -> None:
+) -> int:
+    """Indexes a batch's operations on one source; returns how many."""
     # A batch's inserts before its deletes, as `_operations` replays them.
+    get = index.get
     for side, op in ((change.inserts, 1), (change.deletes, -1)):
-        for t in side:
-            index.setdefault(tuple(t[i] for i in positions), []).append((epoch, t, op))
+        if len(positions) == 1:
+            (p,) = positions
+            keys: Iterable[Key] = [(t[p],) for t in side]
+        else:
+            keys = [tuple(t[i] for i in positions) for t in side]
+        for key, t in zip(keys, side, strict=True):
+            ops = get(key)
+            if ops is None:
+                index[key] = [(epoch, t, op)]
+            else:
+                ops.append((epoch, t, op))
+    return len(change.inserts) + len(change.deletes)
+
+
+def _rows(batch: LoggedBatch) -> int:
+    return sum(len(c.inserts) + len(c.deletes) for c in batch.changes.values())
+
+
+# Elements a slice of `free_in_slices` frees at once.
+FREE_SLICE = 2000
+
+
+def free_in_slices(garbage: list[object]) -> None:
+    """Frees lists and dicts a slice at a time. Freed whole, a flush's worth of logged rows
+    and index entries held the GIL for their whole deallocation, one bytecode of tens of
+    milliseconds that every hit waited behind; between slices other threads get their turn."""
+    for item in garbage:
+        if isinstance(item, list):
+            while item:
+                del item[-FREE_SLICE:]
+        elif isinstance(item, dict):
+            while item:
+                for _ in range(min(FREE_SLICE, len(item))):
+                    item.popitem()
+    garbage.clear()

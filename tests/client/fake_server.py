@@ -123,6 +123,8 @@ class FakeViewService(pb_grpc.ViewServiceServicer):
             eviction_rounds=3,
             apply_lag_seconds=0.125,
             apply_lag_epochs=7,
+            spark_executors=0,
+            spark_status="the Spark cluster spark://h:7077 has had no executor for this server for 4 s",
             readers=[
                 pb.ReaderStats(view="articleWithVotes", key=["id"], partial=True, present_keys=10)
             ],

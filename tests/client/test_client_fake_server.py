@@ -31,6 +31,7 @@ from pomoview.proto.pomoview.v1 import view_service_pb2 as pb
 from pomoview.server.api.security import ServerSecurity
 from pomoview.server.cli.commands import main
 from pomoview.server.limits.requests import LIMITS, Limits
+from pomoview.server.spark.conf import SparkConf
 
 # ---------------------------------------------------------------- sync client
 
@@ -170,6 +171,10 @@ def test_describe_and_stats(address: str) -> None:
         "dropped_deltas": 4,
         "apply_lag_seconds": 0.125,
         "apply_lag_epochs": 7,
+        "spark": {
+            "executors": 0,
+            "status": "the Spark cluster spark://h:7077 has had no executor for this server for 4 s",
+        },
         "readers": [
             {"view": "articleWithVotes", "key": ["id"], "partial": True, "present_keys": 10}
         ],
@@ -372,9 +377,10 @@ def test_cli_stats(address: str, capsys: pytest.CaptureFixture[str]) -> None:
 def test_cli_stats_table(address: str, capsys: pytest.CaptureFixture[str]) -> None:
     """One row per stateful node, with its key, mode and sizes; stateless nodes are left out."""
     assert main(["stats", "--address", address]) == 0
-    counters, lag, memory, header, *rows = capsys.readouterr().out.splitlines()
+    counters, lag, spark, memory, header, *rows = capsys.readouterr().out.splitlines()
     assert counters.startswith("applied_epoch 5, durable_epoch 6,") and "dropped_deltas 4" in counters
     assert lag == "apply lag: 0.125 s, 7 epochs"
+    assert spark == "spark: the Spark cluster spark://h:7077 has had no executor for this server for 4 s"
     assert memory == (
         "memory: rss 90 MiB (at start 40), budget 64 MiB, partial state ~30 MiB estimated, 3 eviction rounds"
     )
@@ -437,13 +443,16 @@ def test_cli_serve_passes_arguments(monkeypatch: pytest.MonkeyPatch, tmp_path: P
     monkeypatch.delenv("POMOVIEW_STORE", raising=False)
     monkeypatch.delenv("POMOVIEW_FULL_STATE", raising=False)
     monkeypatch.setenv("POMOVIEW_MEMORY_BUDGET", "1.5G")
+    monkeypatch.setenv("POMOVIEW_SPARK_CONF", "spark.cores.max=2")
     for var in ("POMOVIEW_TOKEN", "POMOVIEW_TLS_CERT", "POMOVIEW_TLS_KEY", "POMOVIEW_TLS_CLIENT_CA",
                 "POMOVIEW_SPARK_TIMEOUT", "POMOVIEW_SPARK_WRITE_TIMEOUT", *(limit.env for limit in LIMITS)):
         monkeypatch.delenv(var, raising=False)
     assert main(["serve", "--port", "9000", "--program", "p.pomo", "--flush-interval", "0.5"]) == 0
+    (tmp_path / "spark.conf").write_text("spark.executor.memory 2g\n")
     assert main(
         ["serve", "--data", str(tmp_path), "--full-state", "--memory-budget", "64MiB",
-         "--subscription-buffer", "50", "--spark-timeout", "20", "--max-lookup-keys", "7"]
+         "--subscription-buffer", "50", "--spark-timeout", "20", "--max-lookup-keys", "7",
+         "--spark-conf", "spark.cores.max=1"]
     ) == 0
     settings = ("spark_timeout", "spark_write_timeout", *(limit.name for limit in LIMITS))
     defaults = dict.fromkeys(settings, "default")
@@ -455,6 +464,7 @@ def test_cli_serve_passes_arguments(monkeypatch: pytest.MonkeyPatch, tmp_path: P
             "metrics_port": None,
             "program": Path("p.pomo"),
             "spark_master": "spark://h:7077",
+            "spark_conf": SparkConf({"spark.cores.max": "2"}, {"spark.cores.max": "env POMOVIEW_SPARK_CONF"}),
             "flush_interval": 0.5,
             "max_apply_lag": 0.25,
             "store": None,
@@ -475,6 +485,10 @@ def test_cli_serve_passes_arguments(monkeypatch: pytest.MonkeyPatch, tmp_path: P
             "metrics_port": None,
             "program": None,
             "spark_master": "spark://h:7077",
+            "spark_conf": SparkConf(
+                {"spark.executor.memory": "2g", "spark.cores.max": "1"},
+                {"spark.executor.memory": f"{tmp_path / 'spark.conf'}:1", "spark.cores.max": "flag"},
+            ),
             "flush_interval": 5.0,
             "max_apply_lag": 0.25,
             "store": None,

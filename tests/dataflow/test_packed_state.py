@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -119,3 +120,89 @@ def test_a_large_group_of_ints_is_packed_and_stays_exact_under_writes() -> None:
     assert state.add((1,), (1, 1001), 1)
     got = state.get((1,))
     assert got is not None and not isinstance(got, PackedGroup) and got[(1, 1001)] == 2
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(VALUES, max_size=80),
+    st.lists(st.lists(st.tuples(st.booleans(), VALUES), max_size=60), max_size=12),
+)
+def test_an_int_set_takes_batches_like_one_value_at_a_time(
+    initial: list[int], batches: list[list[tuple[bool, int]]]
+) -> None:
+    """contains_many, add_many and discard_many against a plain set (batches large enough to
+    make the pending sets merge, and small ones that leave them pending)."""
+    model = set(initial)
+    packed = IntSet(initial)
+    for batch in batches:
+        values = list(dict.fromkeys(v for _, v in batch))
+        array = np.array(values, dtype=np.int64)
+        assert packed.contains_many(array).tolist() == [v in model for v in values]
+        inserting = {v for add, v in batch if add}
+        adds = [v for v in values if v in inserting and v not in model]
+        removes = [v for v in values if v not in inserting and v in model]
+        packed.add_many(adds)
+        packed.discard_many(removes)
+        model |= set(adds)
+        model -= set(removes)
+        packed.check()
+        assert len(packed) == len(model)
+    assert sorted(packed) == sorted(model)
+
+
+PACKED_VALUES = st.one_of(st.integers(0, 200), st.just(1 << 70))  # the last cannot be packed
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.integers(0, 200), min_size=PACK_MIN, max_size=60, unique=True),
+    st.lists(
+        st.lists(st.tuples(PACKED_VALUES, st.sampled_from([1, -1])), max_size=40),
+        max_size=8,
+    ),
+    st.booleans(),
+)
+def test_set_presence_on_a_packed_group_is_the_row_by_row_operations(
+    initial: list[int], batches: list[list[tuple[int, int]]], key_first: bool
+) -> None:
+    """A source index's batch path (KeyedState.set_presence: one membership test for the
+    whole batch on a packed group, or the rows one by one below PACKED_BATCH_MIN and for a
+    value that cannot be packed) against a plain set of rows per key."""
+    layout = RowLayout((0,) if key_first else (1,), 2)
+    state = KeyedState(partial=True, layout=layout)
+    key = (7,)
+    state.fill(key, [(layout.row(key, v), 1) for v in initial])
+    model = {layout.row(key, v) for v in initial}
+    assert snapshot(state)[key] == dict.fromkeys(model, 1)
+    for batch in batches:
+        ops = list({layout.row(key, v): op for v, op in batch}.items())  # distinct rows
+        expected = []
+        for row, op in ops:
+            if op > 0 and row not in model:
+                expected.append((row, 1))
+            elif op < 0 and row in model:
+                expected.append((row, -1))
+        got = state.set_presence(key, ops)
+        assert got is not None and sorted(got, key=repr) == sorted(expected, key=repr)
+        model |= {row for row, sign in expected if sign > 0}
+        model -= {row for row, sign in expected if sign < 0}
+        state.check()
+        assert snapshot(state).get(key, {}) == dict.fromkeys(model, 1)
+    assert state.set_presence((8,), [(layout.row((8,), 1), 1)]) is None
+    assert state.row_count() == len(model)
+
+
+def test_a_batch_at_a_hot_key_takes_the_vectorized_path() -> None:
+    """The sizes the batch path is for: a packed group of 1,000 values and a batch of 600
+    ops, half on present values (even), half on absent ones (odd)."""
+    layout = RowLayout((0,), 2)
+    state = KeyedState(partial=True, layout=layout)
+    state.fill((1,), [((1, v), 1) for v in range(0, 2000, 2)])
+    ops = [((1, v), 1 if v % 3 else -1) for v in range(600)]
+    got = dict(state.set_presence((1,), ops) or [])
+    # Present and deleted (-1), absent and inserted (+1); the rest change nothing.
+    expected = {(1, v): -1 for v in range(0, 600, 2) if v % 3 == 0}
+    expected |= {(1, v): 1 for v in range(1, 600, 2) if v % 3}
+    assert got == expected
+    assert state.row_count() == 1000 + sum(expected.values())
+    state.check()

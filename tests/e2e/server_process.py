@@ -26,13 +26,14 @@ class ServerProcess:
         program: Path | None = None,
         flush_interval: float = 1.0,
         extra_args: Sequence[str] = (),
-        env: Mapping[str, str] | None = None,
+        env: Mapping[str, str | None] | None = None,
     ) -> None:
         self.data_dir = data_dir
         self.program = program
         self.flush_interval = flush_interval
         self.extra_args = list(extra_args)  # more `serve` flags
-        self.env = dict(env or {})  # added to (and overriding) this process's environment
+        # Added to (and overriding) this process's environment; None removes a variable.
+        self.env = dict(env or {})
         self.process: subprocess.Popen[str] | None = None
         self.address = ""
         self.log_path = data_dir.parent / f"{data_dir.name}-server.log"
@@ -63,7 +64,11 @@ class ServerProcess:
             stdout=subprocess.PIPE,
             stderr=log,
             text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env},
+            env={
+                k: v
+                for k, v in {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}.items()
+                if v is not None
+            },
         )
         assert self.process.stdout is not None
         deadline = time.monotonic() + timeout

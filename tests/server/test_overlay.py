@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from pomoview.server.types import LoggedBatch, SourceChange, Tuple_
-from pomoview.server.views.log_tail import LogTail
+from pomoview.server.views import log_tail
+from pomoview.server.views.log_tail import LogTail, free_in_slices
 
 
 def _scan(
@@ -39,7 +42,11 @@ def _tuple(rng: random.Random) -> Tuple_:
     return (rng.randrange(8), rng.randrange(5), rng.randrange(3))
 
 
-def test_keyed_overlay_equals_a_scan_of_the_tail() -> None:
+@pytest.mark.parametrize("slack", [0, 10_000])
+def test_keyed_overlay_equals_a_scan_of_the_tail(slack: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the trimmed batches' index entries dropped at every trim (slack 0) and kept
+    across trims (the default slack): the same answers, and the indexes stay bounded."""
+    monkeypatch.setattr(LogTail, "STALE_SLACK", slack)
     rng = random.Random(3)
     tail = LogTail(0)
     logged: list[LoggedBatch] = []
@@ -55,6 +62,8 @@ def test_keyed_overlay_equals_a_scan_of_the_tail() -> None:
         logged.append(batch)
         if epoch % 50 == 0:
             tail.trim_through(epoch - 30)
+            live = sum(len(c.inserts) + len(c.deletes) for b in tail.batches for c in b.changes.values())
+            assert tail.indexed_operations() <= 2 * live + slack
         if epoch % 7:
             continue
         for _ in range(3):
@@ -69,3 +78,20 @@ def test_keyed_overlay_equals_a_scan_of_the_tail() -> None:
             got = tail.overlay("vote", chosen, after, epoch, positions, keys, filters)
             expected = _scan(logged, "vote", chosen, after, epoch, positions, keys, filters)
             assert got == expected, (epoch, positions, keys, filters)
+
+
+def test_a_trim_hands_back_what_it_dropped_and_it_is_freed_in_slices(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(LogTail, "STALE_SLACK", 0)
+    batches = [LoggedBatch(e, {"vote": SourceChange(((e, 1), (e, 2)), ())}) for e in range(1, 11)]
+    tail = LogTail(0, batches)
+    assert set(tail.overlay("vote", [], 0, 10, (0,), [(3,)])) == {(3, 1), (3, 2)}  # builds an index
+    garbage = tail.trim_through(8)
+    trimmed, *indexes = garbage
+    assert trimmed == batches[:8] and [b.epoch for b in tail.batches] == [9, 10]
+    assert len(indexes) == 1 and tail.indexed_operations() == 0  # 20 indexed > 2 x 4 live rows
+    index = indexes[0]
+    assert isinstance(index, dict) and index
+    monkeypatch.setattr(log_tail, "FREE_SLICE", 3)
+    free_in_slices(garbage)
+    assert garbage == [] and trimmed == [] and index == {}
+    assert set(tail.overlay("vote", [], 8, 10, (0,), [(9,)])) == {(9, 1), (9, 2)}  # rebuilt

@@ -253,8 +253,89 @@ def test_error_reasons_are_one_line() -> None:
         "reading file file:///s/vote/part-1/p.parquet.  SQLSTATE: KD001; "
         "caused by java.io.IOException: not a Parquet file"
     )
+    # A message on several lines (a Python worker that would not start): all of it, up to
+    # the stack trace, not "org.apache.spark.SparkException:" and nothing after it.
+    worker = FakeJavaError(
+        "An error occurred while calling o90.parquet.\n"
+        ": org.apache.spark.SparkException: Job aborted due to stage failure: Lost task 0.0 "
+        "in stage 3.0 (TID 3) (localhost executor driver): org.apache.spark.SparkException: \n"
+        "Error from python worker:\n"
+        "  this python is broken\n"
+        "\tat org.apache.spark.api.python.PythonWorkerFactory.startDaemon(PythonWorkerFactory.scala:1)\n"
+        "\n"
+        "Driver stacktrace:\n"
+        "\tat org.apache.spark.scheduler.DAGScheduler.failJobAndIndependentStages(DAGScheduler.scala:2)\n"
+        "Caused by: org.apache.spark.SparkException: \n"
+        "Error from python worker:\n"
+        "  this python is broken\n"
+        "\tat org.apache.spark.api.python.PythonWorkerFactory.startDaemon(PythonWorkerFactory.scala:1)\n"
+    )
+    assert spark_error_reason(worker) == (
+        "org.apache.spark.SparkException: Job aborted due to stage failure: Lost task 0.0 in stage "
+        "3.0 (TID 3) (localhost executor driver): org.apache.spark.SparkException: Error from "
+        "python worker: this python is broken; caused by org.apache.spark.SparkException: Error "
+        "from python worker: this python is broken"
+    )
     assert spark_error_reason(ConnectionRefusedError(111, "Connection refused")) == (
         "ConnectionRefusedError: [Errno 111] Connection refused"
     )
     assert spark_error_reason(RuntimeError()) == "RuntimeError"
     assert len(spark_error_reason(ValueError("x" * 5000))) == 400
+
+
+def test_a_python_worker_failure_is_named_by_its_cause(spark: SparkSession) -> None:
+    """A failure in a Python worker comes back with the worker's traceback, as a
+    PythonException or inside a Java error's text: the reason is the exception at
+    its end, by its error class when it has one, not the first line of the text (it was
+    "PythonException: An exception was thrown from the Python worker:", and nothing else)."""
+    mismatch = (
+        "PYTHON_VERSION_MISMATCH: Python in worker has different version: 3.13 than that in "
+        "driver: 3.11, PySpark cannot run with different minor versions. Please check "
+        "environment variables PYSPARK_PYTHON and PYSPARK_DRIVER_PYTHON are correctly set. "
+        "(in a Spark Python worker)"
+    )
+    missing = "ModuleNotFoundError: No module named 'pyarrow' (in a Spark Python worker)"
+
+    # Defined here, so that they are pickled by value: the workers cannot import this module.
+    def raise_version_mismatch(value: int) -> int:
+        from pyspark.errors import PySparkRuntimeError
+
+        # What pyspark's worker raises when its Python is not the driver's (worker_util.py).
+        raise PySparkRuntimeError(
+            errorClass="PYTHON_VERSION_MISMATCH",
+            messageParameters={"worker_version": "3.13", "driver_version": "3.11"},
+        )
+
+    def raise_missing_module(value: int) -> int:
+        raise ModuleNotFoundError("No module named 'pyarrow'")
+
+    for fn, reason in ((raise_version_mismatch, mismatch), (raise_missing_module, missing)):
+        with pytest.raises(Exception) as frame:
+            # An RDD's map, not a UDF: a UDF's worker imports pyarrow, which the Python the
+            # test session's workers run (python3 on the PATH) may lack.
+            spark.sparkContext.parallelize([1], 1).map(fn).collect()
+        assert "Traceback" in str(frame.value)
+        assert spark_error_reason(frame.value) == reason
+    # The same traceback inside a Java error's text (as a job's failure reaches a caller of
+    # the JVM that pyspark does not convert): its Python cause, not its first Java line.
+    java = FakeJavaError(
+        "An error occurred while calling o82.collectToPython.\n"
+        ": org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in stage "
+        "3.0 failed 4 times, most recent failure: Lost task 0.3 in stage 3.0 (TID 9) "
+        "(127.0.0.1 executor 0): org.apache.spark.api.python.PythonException: Traceback (most "
+        "recent call last):\n"
+        '  File "/venv/pyspark/worker.py", line 2845, in read_udfs\n'
+        "    import pyarrow as pa\n"
+        "ModuleNotFoundError: No module named 'pyarrow'\n"
+        "\n"
+        "\tat org.apache.spark.api.python.BasePythonRunner.handlePythonException(PythonRunner.scala:1)\n"
+    )
+    assert spark_error_reason(java) == missing
+
+
+def test_a_spark_error_class_names_the_error(spark: SparkSession, tmp_path: Any) -> None:
+    with pytest.raises(Exception) as frame:
+        spark.read.parquet(str(tmp_path / "nothing-here")).collect()
+    reason = spark_error_reason(frame.value)
+    assert reason.startswith("PATH_NOT_FOUND: Path does not exist: file:"), reason
+    assert "nothing-here" in reason and "\n" not in reason
