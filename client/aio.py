@@ -41,8 +41,10 @@ class AsyncClient:
         root_certificates: bytes | None = None,
         private_key: bytes | None = None,
         certificate_chain: bytes | None = None,
+        columnar: bool = True,
     ) -> None:
         self.address = address
+        self.columnar = columnar
         self.timeout = timeout
         self._metadata = auth_metadata(token)
         # Each relation's attribute types, from the last install() or describe(): the
@@ -111,7 +113,7 @@ class AsyncClient:
     ) -> Rows:
         """Returns the rows of `view` matching `key`, reflecting at least `min_epoch`: a list
         of dicts, with `to_arrow()` and `to_pandas()`."""
-        resp = await self._call(self._stub.Lookup, messages.lookup_request(view, [key], min_epoch))
+        resp = await self._lookup(view, [key], min_epoch)
         return messages.lookup_rows(resp, 1, self._attributes.get(view))[0]
 
     async def lookup_many(
@@ -133,9 +135,19 @@ class AsyncClient:
         if not keys:
             # The keys' attributes select the reader; with none there is nothing to ask.
             return messages.lookup_result(pb.LookupResponse(), [], attributes)
-        req = messages.lookup_request(view, keys, min_epoch)
         tuples = messages.key_tuples(keys)
-        return messages.lookup_result(await self._call(self._stub.Lookup, req), tuples, attributes)
+        return messages.lookup_result(await self._lookup(view, keys, min_epoch), tuples, attributes)
+
+    async def _lookup(
+        self, view: str, keys: Sequence[Mapping[str, object]], min_epoch: int | None
+    ) -> pb.LookupResponse:
+        """As `Client`'s: columns if the server has them, else rows from then on."""
+        req = messages.lookup_request(view, keys, min_epoch, self.columnar)
+        resp: pb.LookupResponse = await self._call(self._stub.Lookup, req)
+        if not messages.is_answer_of(resp, req):
+            self.columnar = False
+            resp = await self._call(self._stub.Lookup, messages.lookup_request(view, keys, min_epoch))
+        return resp
 
     def subscribe(self, view: str, keys: Sequence[Mapping[str, object]]) -> AsyncSubscription:
         """`Client.subscribe`, as an async iterator: `async for change in db.subscribe(...)`;

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from itertools import accumulate, chain
 from operator import itemgetter
 from typing import NoReturn
 from urllib.parse import urlsplit
@@ -17,7 +18,7 @@ from pomoview.proto.pomoview.v1 import view_service_pb2 as pb
 
 from .errors import InvalidArgument, PomoviewError
 from .results import Attributes, KeyTuple, Rows, RowsByKey
-from .values import dict_to_row, row_to_dict, rows_to_columns
+from .values import answer_rows, dict_to_row, row_to_dict, rows_to_columns
 
 Changes = Mapping[str, tuple[Iterable[Mapping[str, object]], Iterable[Mapping[str, object]]]]
 # Called with each progress report of a load: {phase, tasks_done, tasks_total, fraction, rows}.
@@ -73,10 +74,17 @@ def write_request(changes: Changes, columnar: bool | None = None) -> pb.WriteReq
 
 
 def lookup_request(
-    view: str, keys: Sequence[Mapping[str, object]], min_epoch: int | None
+    view: str, keys: Sequence[Mapping[str, object]], min_epoch: int | None, columnar: bool = False
 ) -> pb.LookupRequest:
-    """Returns a lookup of `keys` in `view`; `min_epoch` is sent only when given."""
-    req = pb.LookupRequest(view=view, keys=[dict_to_row(k) for k in keys])
+    """Returns a lookup of `keys` in `view`; `min_epoch` is sent only when given.
+
+    `columnar`: ask for the answer in columns, and send the keys as columns (`key_columns`)
+    when they fit them (`rows_to_columns`), else as rows. Otherwise everything is rows, as
+    clients did before columnar answers."""
+    req = pb.LookupRequest(view=view, columnar=columnar)
+    if not columnar or rows_to_columns(keys, req.key_columns) is None:
+        req.ClearField("key_columns")
+        req.keys.extend(dict_to_row(k) for k in keys)
     if min_epoch is not None:
         if min_epoch < 0:
             raise ValueError(f"min_epoch must be >= 0, got {min_epoch}")
@@ -93,10 +101,20 @@ def subscribe_request(view: str, keys: Sequence[Mapping[str, object]]) -> pb.Sub
     return pb.SubscribeRequest(view=view, keys=[dict_to_row(k) for k in keys])
 
 
+def is_answer_of(resp: pb.LookupResponse, req: pb.LookupRequest) -> bool:
+    """False when `req` asked for columns and `resp` has neither columns nor rows: the server
+    predates columnar answers and did not see the keys sent as columns; ask it again in
+    rows. (A server that has them answers a view it cannot put in columns in rows, one
+    `results` entry per key; the readers take either form.)"""
+    return not req.columnar or resp.HasField("columns") or len(resp.results) > 0
+
+
 def lookup_rows(
     resp: pb.LookupResponse, n_keys: int, attributes: Attributes | None
 ) -> list[Rows]:
     """Returns the rows per key, in the keys' order, checking the server answered every key."""
+    if resp.HasField("columns"):
+        return _column_rows(resp, n_keys, attributes)
     _check_count(resp, n_keys)
     return [_rows(kr, attributes) for kr in resp.results]
 
@@ -106,9 +124,13 @@ def lookup_result(
 ) -> RowsByKey:
     """Returns lookup_many's answer: the rows of each distinct key of `keys` (see
     `key_tuples`), in the order keys were first asked."""
-    _check_count(resp, len(keys))
     result = RowsByKey()
     result.attributes = attributes
+    if resp.HasField("columns"):
+        # In C. A key asked twice keeps its first place; its rows are the same (one snapshot).
+        result.update(zip(keys, _column_rows(resp, len(keys), attributes), strict=True))
+        return result
+    _check_count(resp, len(keys))
     for key, kr in zip(keys, resp.results, strict=True):
         # One answer is one snapshot, so a repeated key's rows are the same: not decoded twice.
         if key not in result:
@@ -126,11 +148,11 @@ def key_tuples(keys: Sequence[Mapping[str, object]]) -> list[KeyTuple]:
         values = list(map(itemgetter(*attrs), keys))
     except KeyError:
         values = []
-    if len(values) != len(keys) or any(len(key) != len(attrs) for key in keys):
+    if len(values) != len(keys) or set(map(len, keys)) != {len(attrs)}:
         _refuse_other_attributes(keys, attrs)
     # itemgetter of one name returns the bare value.
-    tuples: list[KeyTuple] = [(v,) for v in values] if len(attrs) == 1 else values
-    if any(type(v) is bytearray for t in tuples for v in t):
+    tuples: list[KeyTuple] = list(zip(values)) if len(attrs) == 1 else values
+    if bytearray in set(map(type, values if len(attrs) == 1 else chain.from_iterable(tuples))):
         # A valid value, but no dict key; as bytes it equals the answer's value.
         tuples = [tuple(bytes(v) if type(v) is bytearray else v for v in t) for t in tuples]
     return tuples
@@ -153,6 +175,37 @@ def _rows(kr: pb.KeyRows, attributes: Attributes | None) -> Rows:
     if attributes is not None:
         rows.attributes = attributes
     return rows
+
+
+def _column_rows(resp: pb.LookupResponse, n_keys: int, attributes: Attributes | None) -> list[Rows]:
+    """The rows per key of a columnar answer: its rows (`answer_rows`) cut by its counts."""
+    counts = resp.row_counts
+    if len(counts) != n_keys:
+        raise PomoviewError(
+            f"server returned {len(counts)} results for {n_keys} keys", grpc.StatusCode.INTERNAL
+        )
+    if n_keys == 1:  # Client.lookup's, the most common
+        out = [Rows(_answer_rows(resp.columns, counts[0]))]
+    else:
+        counts = list(counts)
+        rows = _answer_rows(resp.columns, sum(counts))
+        if counts.count(1) == n_keys:  # a row per key, as most views have
+            out = list(map(Rows, zip(rows)))
+        else:
+            ends = list(accumulate(counts))
+            out = list(map(Rows, map(rows.__getitem__, map(slice, [0, *ends], ends))))
+    if attributes is not None:
+        for key_rows in out:
+            key_rows.attributes = attributes
+    return out
+
+
+def _answer_rows(columns: pb.Columns, count: int) -> list[dict[str, object]]:
+    try:
+        return answer_rows(columns, count)
+    except ValueError as err:
+        message = f"server returned a bad columnar answer: {err}"
+        raise PomoviewError(message, grpc.StatusCode.INTERNAL) from None
 
 
 def _check_count(resp: pb.LookupResponse, n_keys: int) -> None:

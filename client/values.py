@@ -14,7 +14,8 @@ The mapping is one to one, so a row read back equals the row written:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from operator import itemgetter
 
 from pomoview.proto.pomoview.v1 import view_service_pb2 as pb
@@ -105,19 +106,25 @@ _COLUMN_FIELDS: dict[type, str] = {
 }
 
 
-def rows_to_columns(rows: Sequence[Mapping[str, object]]) -> pb.Columns | None:
+def rows_to_columns(
+    rows: Sequence[Mapping[str, object]], out: pb.Columns | None = None
+) -> pb.Columns | None:
     """The rows as one `Columns` (a column per attribute), or None when they do not fit
     one: rows naming different attributes, or an attribute whose values are not all of one
     of the types above (bytes and bytearray mix), or an int outside int64. The row form
-    sends those as they are, and raises the errors for values it cannot send."""
-    out = pb.Columns()
+    sends those as they are, and raises the errors for values it cannot send.
+
+    `out`: an empty `Columns` to fill (a request's field), rather than a new one; it may be
+    left half filled when the answer is None."""
+    if out is None:
+        out = pb.Columns()
     if not rows:
         return out
     names = list(rows[0])
     width = len(names)
     if width == 0 or any(type(n) is not str for n in names):
         return None
-    if any(len(r) != width for r in rows):
+    if set(map(len, rows)) != {width}:
         return None
     try:
         # Whole-list passes in C: a write of many rows spends its client time here.
@@ -139,16 +146,55 @@ def rows_to_columns(rows: Sequence[Mapping[str, object]]) -> pb.Columns | None:
     return out
 
 
+def answer_rows(columns: pb.Columns, count: int) -> list[dict[str, object]]:
+    """A columnar lookup answer's `count` rows, as dicts with their names in sorted order,
+    as `row_to_dict` makes them. Raises ValueError for a column of another length."""
+    named = _named_columns(columns, copy=False)
+    named.sort(key=itemgetter(0))
+    if set(map(len, (values for _, values in named))) - {count}:
+        name, values = next((n, v) for n, v in named if len(v) != count)
+        raise ValueError(f"column {name!r} has {len(values)} values for {count} rows")
+    if not named:  # a view of no attribute: each row is ()
+        return [{} for _ in range(count)]
+    return _rows_maker(tuple(name for name, _ in named))([values for _, values in named])
+
+
+RowsMaker = Callable[[list[Sequence[object]]], list[dict[str, object]]]
+
+
+@functools.lru_cache(maxsize=1024)
+def _rows_maker(names: tuple[str, ...]) -> RowsMaker:
+    """Columns of these `names` -> their rows as dicts: a comprehension whose dict display
+    names a variable per column, `{n0: v0, n1: v1, ...}`, about 3x faster than a
+    `dict(zip(names, row))` per row. Its source holds only variable names made of numbers;
+    the names are bound as values."""
+    n = [f"n{i}" for i in range(len(names))]
+    v = [f"v{i}" for i in range(len(names))]
+    pairs = ", ".join(f"{a}: {b}" for a, b in zip(n, v, strict=True))
+    source = f"lambda {', '.join(n)}: lambda cols: [{{{pairs}}} for {', '.join(v)}, in zip(*cols)]"
+    maker: RowsMaker = eval(source)(*names)
+    return maker
+
+
+def _named_columns(columns: pb.Columns, copy: bool = True) -> list[tuple[str, Sequence[object]]]:
+    """Each column's name and values (a Cid column's as Cids); `copy=False` leaves the
+    others in their repeated fields, which zip and len read as well as lists."""
+    named: list[tuple[str, Sequence[object]]] = []
+    for column in columns.columns:
+        kind = column.WhichOneof("values")
+        values: Sequence[object] = () if kind is None else getattr(column, kind).values
+        if kind == "cid_values":
+            values = list(map(Cid, values))
+        elif copy:
+            values = list(values)
+        named.append((column.name, values))
+    return named
+
+
 def columns_to_rows(columns: pb.Columns) -> list[dict[str, object]]:
     """The inverse of `rows_to_columns`: the rows, as dicts in the columns' order. Raises
     ValueError for columns of different lengths, which pair values of different rows."""
-    named: list[tuple[str, list[object]]] = []
-    for column in columns.columns:
-        kind = column.WhichOneof("values")
-        values: list[object] = [] if kind is None else list(getattr(column, kind).values)
-        if kind == "cid_values":
-            values = [Cid(v) for v in values]
-        named.append((column.name, values))
+    named = _named_columns(columns)
     if len({len(values) for _, values in named}) > 1:
         raise ValueError(f"columns of different lengths: {[(n, len(v)) for n, v in named]}")
     names = [name for name, _ in named]

@@ -101,8 +101,13 @@ def _column_tuples(rows: ColumnRows, schema: SourceSchema, where: str) -> list[T
             )
     if count == 0:
         return []  # as the row form: no row, nothing to check
-    # Row 0 has the types of every row, so checking it checks them all, in the row form's words.
-    typed_tuple({c.name: (c.type_name, c.values[0]) for c in rows.columns}, schema, f"{where}[0]")
+    exact = len(by_name) == len(schema) and all(
+        a in by_name and by_name[a].type_name == t != "cid" for a, t in schema
+    )
+    if not exact:
+        # Row 0 has the types of every row, so checking it checks them all, in the row form's
+        # words. (A column of its attribute's own type, not a cid, passes coerce unchanged.)
+        typed_tuple({c.name: (c.type_name, c.values[0]) for c in rows.columns}, schema, f"{where}[0]")
     ordered: list[Sequence[Value]] = []
     for attribute, type_name in schema:
         column = by_name[attribute]

@@ -14,9 +14,10 @@ from google.protobuf.message import DecodeError, Message
 
 from pomoview.dataflow.introspect import NodeInfo
 from pomoview.planner.compile import CompiledProgram
-from pomoview.planner.frontend.values import coerce, is_nan
+from pomoview.planner.frontend.values import is_nan
 from pomoview.proto.pomoview.v1 import view_service_pb2 as pb
 from pomoview.proto.pomoview.v1 import view_service_pb2_grpc as pb_grpc
+from pomoview.server.api.answers import FORMS, ColumnEncoder, RowAnswer, to_value
 from pomoview.server.errors import ServiceError
 from pomoview.server.load.bulk_load import Progress
 from pomoview.server.scheduler.scheduler import Scheduler
@@ -27,7 +28,7 @@ from pomoview.server.views.subscriptions import Subscription
 
 log = logging.getLogger("pomoview.service")
 T = TypeVar("T")
-Encoder = Callable[[list[tuple[object, ...]]], bytes]
+Answer = RowAnswer | ColumnEncoder
 
 _KINDS = {
     "int_value": "int",
@@ -37,7 +38,6 @@ _KINDS = {
     "bytes_value": "bytes",
     "cid_value": "cid",
 }
-_FIELDS = {v: k for k, v in _KINDS.items()}
 # A `Column`'s oneof cases: `Value`'s, plural ("int_values").
 _COLUMN_KINDS = {f"{k}s": v for k, v in _KINDS.items()}
 
@@ -77,32 +77,34 @@ def _side(change: pb.SourceChanges, i: int, side: str) -> Rows:
     if change.HasField(field):
         if rows:
             raise _invalid(f"changes[{i}]: {side} are given both as rows and as {field}")
-        columns = column_rows(getattr(change, field))
-        # NaN is refused in the row form's words (typed_row): its first row, first name.
-        nans = [
-            (j, column.name)
-            for column in columns.columns
-            if column.type_name == "float"
-            for j in [next((j for j, v in enumerate(column.values) if is_nan(v)), None)]
-            if j is not None
-        ]
-        if nans:
-            j, name = min(nans)
-            raise _invalid(f"changes[{i}].{side}[{j}]: attribute {name!r} is NaN, which equals no value")
-        return columns
+        return _without_nan(column_rows(getattr(change, field)), f"changes[{i}].{side}")
     return [typed_row(r, f"changes[{i}].{side}[{j}]") for j, r in enumerate(rows)]
 
 
-def to_value(value: object, type_name: str) -> pb.Value:
-    """An answer's value as the wire's Value of its attribute's type. The dataflow's values
-    have their attribute's type but in one case, an int where a float is declared (the sum
-    of an empty group is 0), which values.coerce turns into that float. Only a float
-    attribute's other values go through it: every value of every answer comes here."""
-    if type_name == "float" and type(value) is not float:
-        value = coerce(value, type_name, "an answer", allow_nan=True)
-    # The field is the type's, chosen at run time, which mypy cannot match to the value's
-    # type; protobuf checks the value against the field and raises TypeError on a mismatch.
-    return pb.Value(**{_FIELDS[type_name]: value})  # type: ignore[arg-type]
+def _without_nan(columns: ColumnRows, where: str) -> ColumnRows:
+    """`columns`, refused if a value is NaN, in the row form's words (typed_row): its first
+    row, first name."""
+    nans = [
+        (j, column.name)
+        for column in columns.columns
+        if column.type_name == "float"
+        for j in [next((j for j, v in enumerate(column.values) if is_nan(v)), None)]
+        if j is not None
+    ]
+    if nans:
+        j, name = min(nans)
+        raise _invalid(f"{where}[{j}]: attribute {name!r} is NaN, which equals no value")
+    return columns
+
+
+def lookup_keys(request: pb.LookupRequest) -> Rows:
+    """A lookup's keys, in the form they were sent in: rows (`keys`) or columns
+    (`key_columns`, checked against the view as a write's columns are against a source)."""
+    if request.HasField("key_columns"):
+        if request.keys:
+            raise _invalid("the keys are given both as rows (keys) and as key_columns")
+        return _without_nan(column_rows(request.key_columns), "key_columns")
+    return [typed_row(k, f"keys[{i}]") for i, k in enumerate(request.keys)]
 
 
 def _invalid(message: str) -> ServiceError:
@@ -147,26 +149,6 @@ def node_message(node: NodeInfo) -> pb.DataflowNode:
         views=node.views,
         unmeasured=node.unmeasured,
     )
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def lookup_response_bytes(results: list[bytes], epoch: int) -> bytes:
-    """A serialized LookupResponse from serialized KeyRows: field 1 (results), length
-    delimited, once per key; then field 2 (epoch), a varint (omitted at 0, as proto3 does)."""
-    parts = []
-    for data in results:
-        parts.append(b"\x0a" + _varint(len(data)) + data)
-    if epoch:
-        parts.append(b"\x10" + _varint(epoch))
-    return b"".join(parts)
 
 
 def _serialize_lookup(response: pb.LookupResponse | bytes) -> bytes:
@@ -243,8 +225,8 @@ class ViewService(pb_grpc.ViewServiceServicer):
         self.scheduler = scheduler
         # What Stats says of Spark (the executor watch's status); None: nothing.
         self._spark_status = spark_status
-        # (id(program), view) -> (program, its encoder of one key's rows)
-        self._encoders: dict[tuple[int, str], tuple[CompiledProgram, Encoder]] = {}
+        # (id(program), view, columnar) -> (program, its answers' encoder)
+        self._answers: dict[tuple[int, str, bool], tuple[CompiledProgram, Answer]] = {}
 
     def _call(self, context: grpc.ServicerContext, fn: Callable[[], T]) -> T:
         try:
@@ -296,22 +278,31 @@ class ViewService(pb_grpc.ViewServiceServicer):
 
         def run() -> pb.LookupResponse | bytes:
             self.scheduler.metrics.lookups.inc()
-            self.scheduler.limits.check(
-                "max_lookup_keys", "the number of keys in the lookup", len(request.keys)
-            )
-            keys = [typed_row(k, f"keys[{i}]") for i, k in enumerate(request.keys)]
+            limits = self.scheduler.limits
+            limits.check("max_lookup_keys", "the number of keys in the lookup", len(request.keys))
+            keys = lookup_keys(request)
+            if isinstance(keys, ColumnRows):
+                limits.check("max_lookup_keys", "the number of keys in the lookup", len(keys))
             min_epoch = request.min_epoch if request.HasField("min_epoch") else None
+            view, columnar = request.view, request.columnar
             program = self.scheduler.program
-            if program is not None and request.view in program.views and keys:
-                hit = self.scheduler.hits(request.view, keys, min_epoch, self._encoder(program, request.view))
+            if program is not None and view in program.views and len(keys):
+                answer = self.answer(program, view, columnar)
+                hit = self.scheduler.hits(view, keys, min_epoch, answer.encode, form=answer.form)
                 if hit is not None:
-                    return lookup_response_bytes(*hit)
+                    return answer.response(*hit)
             # The answering round encodes each key's rows from the reader and caches them
             # there, so the hits after this miss encode nothing.
+            used: list[Answer] = []
+
+            def encoder(program: CompiledProgram, view: str) -> Callable[[list[Any]], Any]:
+                used.append(self.answer(program, view, columnar))
+                return used[-1].encode
+
             encoded, epoch = self.scheduler.lookup_encoded(
-                request.view, keys, min_epoch, context.time_remaining(), encoder=self._encoder
+                view, keys, min_epoch, context.time_remaining(), encoder=encoder, form=FORMS[columnar]
             )
-            return lookup_response_bytes(encoded, epoch)
+            return used[-1].response(encoded, epoch)
 
         return self._call(context, run)
 
@@ -368,24 +359,17 @@ class ViewService(pb_grpc.ViewServiceServicer):
         finally:
             self.scheduler.unsubscribe(sub)
 
-    def _encoder(self, program: CompiledProgram, view: str) -> Encoder:
-        """Encodes one key's rows (tuples in the view's attribute order) as a KeyRows message."""
-        cached = self._encoders.get((id(program), view))
+    def answer(self, program: CompiledProgram, view: str, columnar: bool) -> Answer:
+        """The encoder of `view`'s answers in rows or in columns (one per program and form);
+        in rows for a view that does not fit columns (`ColumnEncoder.fits`)."""
+        cached = self._answers.get((id(program), view, columnar))
         if cached is not None and cached[0] is program:
             return cached[1]
         relation = program.relations[view]
         typed = [(a, relation.types[a]) for a in relation.attributes]
-
-        def encode(rows: list[tuple[object, ...]]) -> bytes:
-            return pb.KeyRows(
-                rows=[
-                    pb.Row(fields={a: to_value(v, t) for (a, t), v in zip(typed, row, strict=True)})
-                    for row in rows
-                ]
-            ).SerializeToString()
-
-        self._encoders[(id(program), view)] = (program, encode)
-        return encode
+        answer = ColumnEncoder(typed) if columnar and ColumnEncoder.fits(typed) else RowAnswer(typed)
+        self._answers[(id(program), view, columnar)] = (program, answer)
+        return answer
 
     def Describe(
         self, request: pb.DescribeRequest, context: grpc.ServicerContext

@@ -27,7 +27,7 @@ from pomoview.server.reads.at_hand import AnswersAtHand
 from pomoview.server.reads.spark_fetch import SESSION_DIED, Prefetched
 from pomoview.server.reads.upquery_jobs import Ticket, UpqueryJobs
 from pomoview.server.temporal.time_path import TimePath
-from pomoview.server.typed_rows import TypedRow, coerce_typed
+from pomoview.server.typed_rows import ColumnRows, Rows, coerce_typed, to_tuples
 from pomoview.server.views.subscriptions import Subscription
 from pomoview.server.views.view_state import ViewState
 
@@ -35,8 +35,8 @@ OnAnswer = Callable[[tuple[str, ...], list[Key]], None]
 # A hit reads again when an epoch was published while it read; after this many tries (a
 # burst of tiny steps), the locked path answers it.
 HIT_TRIES = 4
-Encode = Callable[[list[Row]], bytes]
 T = TypeVar("T")
+E = TypeVar("E")
 
 
 @dataclass
@@ -72,7 +72,7 @@ class Lookups:
     def lookup(
         self,
         view: str,
-        keys: Sequence[TypedRow],
+        keys: Rows,
         min_epoch: int | None = None,
         timeout: float | None = None,
         on_answer: OnAnswer | None = None,
@@ -97,14 +97,15 @@ class Lookups:
     def lookup_encoded(
         self,
         view: str,
-        keys: Sequence[TypedRow],
+        keys: Rows,
         min_epoch: int | None,
         timeout: float | None,
-        encoder: Callable[[CompiledProgram, str], Encode],
-    ) -> tuple[list[bytes], int]:
+        encoder: Callable[[CompiledProgram, str], Callable[[list[Row]], E]],
+        form: str = "",
+    ) -> tuple[list[E], int]:
         """`lookup`, each key's rows as `encoder(program, view)` puts them: the encoding is
-        made in the answering round from the reader's groups and cached there, as a hit's
-        is, so the first hit after a miss encodes nothing."""
+        made in the answering round from the reader's groups and cached there (in the cache
+        of `form`), as a hit's is, so the first hit after a miss encodes nothing."""
         program = self._view.require_program()
         _, key_attrs, key_tuples = self._keys_of(program, view, keys)
         encode = encoder(program, view)
@@ -112,12 +113,9 @@ class Lookups:
             return [], self._view.applied_epoch
         self._wait(min_epoch, timeout)
 
-        def read(reader: Reader, _: list[list[Row]]) -> list[bytes]:
-            out = []
-            for key in key_tuples:
-                data = reader.encoded(key, encode)
-                assert data is not None, "an answered key is present in its reader"
-                out.append(data)
+        def read(reader: Reader, _: list[list[Row]]) -> list[E]:
+            out = reader.encoded_all(key_tuples, encode, form=form)
+            assert out is not None, "an answered key is present in its reader"
             return out
 
         return self._rounds(program, view, key_attrs, key_tuples, read, None, None)
@@ -201,13 +199,15 @@ class Lookups:
     def hits(
         self,
         view: str,
-        keys: Sequence[TypedRow],
+        keys: Rows,
         min_epoch: int | None,
-        encode: Callable[[list[Row]], bytes],
-    ) -> tuple[list[bytes], int] | None:
+        encode: Callable[[list[Row]], E],
+        form: str = "",
+    ) -> tuple[list[E], int] | None:
         """The answer of a lookup whose keys are all present, each key's rows as `encode`
-        puts them (cached per version of the key's group), and its epoch; None when a key
-        is missing or the lookup must wait for an epoch (the caller then takes `lookup`).
+        puts them (cached per version of the key's group, in the cache of `form`), and its
+        epoch; None when a key is missing or the lookup must wait for an epoch (the caller
+        then takes `lookup`).
 
         It takes no lock and never waits for an apply: it reads the view state's `published`
         snapshot (the graph, the last applied epoch, and whether a step is open, when the
@@ -228,20 +228,16 @@ class Lookups:
             reader = graph.graph.readers.get((view, key_attrs))
             if reader is None:
                 return None
-            stepping = bool(pub.seq & 1)
-            out = []
-            for key in key_tuples:
-                data = reader.encoded(key, encode, published=stepping)
-                if data is None:
-                    return None
-                out.append(data)
+            out = reader.encoded_all(key_tuples, encode, published=bool(pub.seq & 1), form=form)
+            if out is None:
+                return None
             if state.published is pub:
                 self._metrics.lookup_hits.inc()
                 return out, pub.epoch
         return None
 
     def subscribe(
-        self, view: str, keys: Sequence[TypedRow], timeout: float | None = None
+        self, view: str, keys: Rows, timeout: float | None = None
     ) -> tuple[list[dict[str, object]], int, Subscription]:
         """The rows of `keys` (each key once), the epoch E they reflect, and a subscription
         that receives every change to them after E (subscriptions.py). Missing keys are
@@ -295,14 +291,20 @@ class Lookups:
     # -- keys ---------------------------------------------------------------------------
 
     def _keys_of(
-        self, program: CompiledProgram, view: str, keys: Sequence[TypedRow]
+        self, program: CompiledProgram, view: str, keys: Rows
     ) -> tuple[Relation, tuple[str, ...], list[Key]]:
         """The view, its key attributes (in declared order) and the keys as tuples of
-        values of the attributes' types; raises for an unknown view, attribute or type."""
+        values of the attributes' types; raises for an unknown view, attribute or type.
+        Keys as columns are checked as a write's columns are (typed_rows.to_tuples)."""
         relation = program.relations.get(view)
         if view not in program.views or relation is None:
             known = ", ".join(sorted(program.views)) or "none"
             raise NotFound(f"no view named {view!r} (views: {known})")
+        if isinstance(keys, ColumnRows):
+            key_attrs = _known(relation, view, [c.name for c in keys.columns])
+            schema = tuple((a, relation.types[a]) for a in key_attrs)
+            columns: list[Key] = list(to_tuples(keys, schema, "key_columns"))
+            return relation, key_attrs if columns else (), columns
         if not keys:
             return relation, (), []
         key_attrs = tuple(keys[0])
@@ -310,13 +312,7 @@ class Lookups:
         for i, key in enumerate(keys):
             if key.keys() != named:
                 raise InvalidArgument(f"keys[{i}] names {sorted(key)}, keys[0] names {sorted(key_attrs)}")
-        unknown = [a for a in key_attrs if a not in relation.attributes]
-        if unknown:
-            raise InvalidArgument(
-                f"{view!r} has no attribute {', '.join(map(repr, unknown))} "
-                f"(it has {', '.join(relation.attributes)})"
-            )
-        key_attrs = tuple(a for a in relation.attributes if a in key_attrs)
+        key_attrs = _known(relation, view, key_attrs)
         typed = [(a, relation.types[a]) for a in key_attrs]
         key_tuples: list[Key] = []
         for i, k in enumerate(keys):
@@ -328,3 +324,15 @@ class Lookups:
                 values.append(raw if kind == t != "cid" else coerce_typed(k[a], t, f"keys[{i}].{a}"))
             key_tuples.append(tuple(values))
         return relation, key_attrs, key_tuples
+
+
+def _known(relation: Relation, view: str, names: Sequence[str]) -> tuple[str, ...]:
+    """The key attributes `names` in the view's declared order; raises for a name the view
+    lacks."""
+    unknown = [a for a in names if a not in relation.attributes]
+    if unknown:
+        raise InvalidArgument(
+            f"{view!r} has no attribute {', '.join(map(repr, unknown))} "
+            f"(it has {', '.join(relation.attributes)})"
+        )
+    return tuple(a for a in relation.attributes if a in names)

@@ -84,6 +84,7 @@ _NO_LOAD_WITH_TIME = (
 )
 
 T = TypeVar("T")
+E = TypeVar("E")
 
 
 class _FlusherSetting(Generic[T]):
@@ -276,7 +277,7 @@ class Scheduler:
     def lookup(
         self,
         view: str,
-        keys: Sequence[TypedRow],
+        keys: Rows,
         min_epoch: int | None = None,
         timeout: float | None = None,
         on_answer: OnAnswer | None = None,
@@ -288,25 +289,27 @@ class Scheduler:
     def lookup_encoded(
         self,
         view: str,
-        keys: Sequence[TypedRow],
+        keys: Rows,
         min_epoch: int | None = None,
         timeout: float | None = None,
         *,
-        encoder: Callable[[CompiledProgram, str], Callable[[list[Row]], bytes]],
-    ) -> tuple[list[bytes], int]:
-        """`lookup`, each key's rows as `encoder(program, view)` puts them, cached for the
-        hits after it (reads/lookups.py)."""
-        return self.lookups.lookup_encoded(view, keys, min_epoch, timeout, encoder)
+        encoder: Callable[[CompiledProgram, str], Callable[[list[Row]], E]],
+        form: str = "",
+    ) -> tuple[list[E], int]:
+        """`lookup`, each key's rows as `encoder(program, view)` puts them, cached (per
+        `form`) for the hits after it (reads/lookups.py)."""
+        return self.lookups.lookup_encoded(view, keys, min_epoch, timeout, encoder, form)
 
     def hits(
         self,
         view: str,
-        keys: Sequence[TypedRow],
+        keys: Rows,
         min_epoch: int | None,
-        encode: Callable[[list[Row]], bytes],
-    ) -> tuple[list[bytes], int] | None:
+        encode: Callable[[list[Row]], E],
+        form: str = "",
+    ) -> tuple[list[E], int] | None:
         """A lookup's answer without any lock when every key is present, else None."""
-        return self.lookups.hits(view, keys, min_epoch, encode)
+        return self.lookups.hits(view, keys, min_epoch, encode, form)
 
     def subscribe(
         self, view: str, keys: Sequence[TypedRow], timeout: float | None = None

@@ -28,7 +28,7 @@ log = logging.getLogger("pomoview.memory")
 class Published:
     """What a read without the lock may trust, replaced whole (one atomic assignment) at
     every change: while `seq` is odd an epoch is being applied and the readers' groups as of
-    `epoch` (the last epoch applied) are their `before` versions (Reader.encoded); while it
+    `epoch` (the last epoch applied) are their `before` versions (Reader.encoded_all); while it
     is even they are the groups themselves, at `epoch`."""
 
     seq: int

@@ -10,7 +10,7 @@ from typing import Any
 
 import grpc
 
-from pomoview.client.values import dict_to_row, row_to_dict
+from pomoview.client.values import columns_to_rows, dict_to_row, row_to_dict, rows_to_columns
 from pomoview.proto.pomoview.v1 import view_service_pb2 as pb
 from pomoview.proto.pomoview.v1 import view_service_pb2_grpc as pb_grpc
 
@@ -46,12 +46,22 @@ LOOKUP_ABORTS = {
 }
 
 
+def request_keys(request: pb.LookupRequest) -> list[dict[str, Any]]:
+    """A lookup's keys as dicts, from whichever form they were sent in."""
+    if request.HasField("key_columns"):
+        return columns_to_rows(request.key_columns)
+    return [row_to_dict(k) for k in request.keys]
+
+
 class FakeViewService(pb_grpc.ViewServiceServicer):
-    """Records every request; answers Lookup with two rows per key built from the key."""
+    """Records every request; answers Lookup with two rows per key built from the key, in
+    columns when asked (unless `columnar` is False: then it answers as a server that
+    predates columnar answers, which sees only keys sent as rows)."""
 
     def __init__(self) -> None:
         self.requests: list[Any] = []
         self.epoch = 0
+        self.columnar = True
         self._lock = threading.Lock()
 
     def _record(self, request: Any) -> None:
@@ -82,16 +92,15 @@ class FakeViewService(pb_grpc.ViewServiceServicer):
             context.abort(*LOOKUP_ABORTS[request.view])
         if request.view == "slow":
             time.sleep(1.0)
-        results = []
-        for key in request.keys:
-            base = row_to_dict(key)
-            rows = [
-                dict_to_row({**base, "votes": 2, "title": "b"}),
-                dict_to_row({**base, "votes": 1, "title": "a"}),
-            ]
-            results.append(pb.KeyRows(rows=rows))
+        keys = request_keys(request) if self.columnar else [row_to_dict(k) for k in request.keys]
+        answers = [[{**base, "votes": 2, "title": "b"}, {**base, "votes": 1, "title": "a"}] for base in keys]
         if request.view == "short":
-            results = results[:-1]
+            answers = answers[:-1]
+        if request.columnar and self.columnar:
+            columns = rows_to_columns([row for rows in answers for row in rows])
+            counts = [len(rows) for rows in answers]
+            return pb.LookupResponse(columns=columns, row_counts=counts, epoch=self.epoch)
+        results = [pb.KeyRows(rows=[dict_to_row(r) for r in rows]) for rows in answers]
         return pb.LookupResponse(results=results, epoch=self.epoch)
 
     def Describe(self, request: pb.DescribeRequest, context: grpc.ServicerContext) -> Any:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from fake_server import LOOKUP_ABORTS, FakeViewService
+from fake_server import LOOKUP_ABORTS, FakeViewService, request_keys
 
 from pomoview.client import (
     AsyncClient,
@@ -108,7 +108,7 @@ def test_lookup_and_min_epoch(address: str, fake: FakeViewService) -> None:
     ]
     with_epoch, without = fake.requests
     assert with_epoch.view == "articleWithVotes"
-    assert [row_to_dict(k) for k in with_epoch.keys] == [{"id": 1}]
+    assert request_keys(with_epoch) == [{"id": 1}] and with_epoch.columnar
     assert with_epoch.HasField("min_epoch") and with_epoch.min_epoch == 3
     # min_epoch=None must leave the optional field unset, not send 0.
     assert not without.HasField("min_epoch")
@@ -244,7 +244,7 @@ def test_async_client_same_requests_and_errors(address: str, fake: FakeViewServi
         "DescribeRequest",
     ]
     lookup = fake.requests[3]
-    assert lookup.HasField("min_epoch") and row_to_dict(lookup.keys[0]) == {"id": 4}
+    assert lookup.HasField("min_epoch") and request_keys(lookup) == [{"id": 4}]
     assert columns_to_rows(fake.requests[2].changes[0].delete_columns) == [
         {"article_id": 1, "user_id": 2}
     ]
@@ -345,20 +345,22 @@ def test_cli_lookup(
     ]
     (req,) = fake.requests
     assert req.min_epoch == 2
-    assert req.keys[0].fields["flag"].WhichOneof("kind") == "bool_value"
-    assert req.keys[0].fields["name"].WhichOneof("kind") == "string_value"
+    kinds = {c.name: c.WhichOneof("values") for c in req.key_columns.columns}
+    assert kinds["flag"] == "bool_values" and kinds["name"] == "string_values"
 
 
 def test_cli_lookup_pair_value_types(address: str, fake: FakeViewService) -> None:
     argv = ["lookup", "v", "i=-3", "f=2.5", "e=1e3", "s=abc", "t=false", "--address", address]
     assert main(argv) == 0
-    assert row_to_dict(fake.requests[0].keys[0]) == {
-        "i": -3,
-        "f": 2.5,
-        "e": 1000.0,
-        "s": "abc",
-        "t": False,
-    }
+    assert request_keys(fake.requests[0]) == [
+        {
+            "i": -3,
+            "f": 2.5,
+            "e": 1000.0,
+            "s": "abc",
+            "t": False,
+        }
+    ]
 
 
 def test_cli_lookup_not_found(address: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -502,3 +504,37 @@ def test_cli_serve_passes_arguments(monkeypatch: pytest.MonkeyPatch, tmp_path: P
                         **defaults, "spark_timeout": "flag", "max_lookup_keys": "flag"},
         },
     ]
+
+
+def test_lookups_fall_back_to_rows_for_a_server_without_columns(address: str, fake: FakeViewService) -> None:
+    """A server that predates columnar answers ignores `columnar` and `key_columns`: its
+    answer has no columns, so the client asks again in rows, and in rows from then on."""
+    fake.columnar = False
+    try:
+        with Client(address) as db:
+            assert db.lookup("articleWithVotes", {"id": 1}) == [
+                {"id": 1, "title": "b", "votes": 2},
+                {"id": 1, "title": "a", "votes": 1},
+            ]
+            many = db.lookup_many("articleWithVotes", [{"id": 2}, {"id": 3}])
+            assert [[r["id"] for r in rows] for rows in many.values()] == [[2, 2], [3, 3]]
+    finally:
+        fake.columnar = True
+    first, again, many_request = fake.requests
+    assert first.columnar and first.HasField("key_columns")
+    assert not again.columnar and request_keys(again) == [{"id": 1}] and not again.HasField("key_columns")
+    assert not many_request.columnar and request_keys(many_request) == [{"id": 2}, {"id": 3}]
+
+
+def test_async_lookups_fall_back_to_rows_too(address: str, fake: FakeViewService) -> None:
+    async def scenario() -> None:
+        async with AsyncClient(address) as db:
+            assert len(await db.lookup("articleWithVotes", {"id": 4})) == 2
+            assert len(await db.lookup("articleWithVotes", {"id": 4})) == 2
+
+    fake.columnar = False
+    try:
+        asyncio.run(scenario())
+    finally:
+        fake.columnar = True
+    assert [r.columnar for r in fake.requests] == [True, False, False]

@@ -10,10 +10,9 @@ import sys
 import pandas as pd
 import pyarrow as pa
 import pytest
-from fake_server import FakeViewService
+from fake_server import FakeViewService, request_keys
 
 from pomoview.client import AsyncClient, Client, InvalidArgument, MissingExtra, Rows, RowsByKey
-from pomoview.client.values import row_to_dict
 
 VIEW = "articleWithVotes"  # the fake's relations declare it as (id: int, title: string, votes: int)
 
@@ -39,7 +38,7 @@ def test_lookup_many_is_keyed_by_value_tuples_in_first_asked_order(
             {"id": key, "title": "b", "votes": 2},
         ]
     # The request is sent as asked: the dict only folds the repeats of the answer.
-    assert [row_to_dict(k) for k in fake.requests[0].keys] == [{"id": i} for i in (3, 1, 3, 2, 1)]
+    assert request_keys(fake.requests[0]) == [{"id": i} for i in (3, 1, 3, 2, 1)]
 
 
 def test_lookup_many_tuples_follow_the_first_keys_attribute_order(address: str) -> None:

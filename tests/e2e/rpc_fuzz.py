@@ -129,12 +129,36 @@ write_requests = st.lists(
 ).map(lambda changes: pb.WriteRequest(changes=changes))
 
 
+# A typed column's values (its oneof case and message), of any length, or none set.
+column_values = st.one_of(
+    st.lists(st.integers(-(2**63), 2**63 - 1), max_size=4).map(
+        lambda v: {"int_values": pb.Column.Ints(values=v)}
+    ),
+    st.lists(st.floats(allow_nan=True, allow_infinity=True), max_size=4).map(
+        lambda v: {"float_values": pb.Column.Floats(values=v)}
+    ),
+    st.lists(st.text(max_size=30), max_size=4).map(lambda v: {"string_values": pb.Column.Strings(values=v)}),
+    st.lists(st.booleans(), max_size=4).map(lambda v: {"bool_values": pb.Column.Bools(values=v)}),
+    st.lists(st.binary(max_size=40), max_size=4).map(lambda v: {"bytes_values": pb.Column.Bytes(values=v)}),
+    st.lists(st.text(max_size=60), max_size=4).map(lambda v: {"cid_values": pb.Column.Cids(values=v)}),
+    st.just({}),
+)
+columns = st.lists(
+    st.builds(lambda name, values: pb.Column(name=name, **values), attributes, column_values), max_size=3
+).map(lambda c: pb.Columns(columns=c))
+
+
 @st.composite
 def lookup_requests(draw: st.DrawFn) -> pb.LookupRequest:
+    """Keys as rows, as columns or (refused) both; answers asked in rows or in columns."""
+    form = draw(st.sampled_from(["rows", "columns", "both"]))
     request = pb.LookupRequest(
         view=draw(st.one_of(st.sampled_from(VIEWS), st.text(max_size=20))),
-        keys=draw(st.lists(rows, max_size=4)),
+        keys=draw(st.lists(rows, max_size=4)) if form != "columns" else [],
+        columnar=draw(st.booleans()),
     )
+    if form != "rows":
+        request.key_columns.CopyFrom(draw(columns))
     min_epoch = draw(st.one_of(st.none(), st.integers(0, 2**64 - 1)))
     if min_epoch is not None:
         request.min_epoch = min_epoch

@@ -152,14 +152,18 @@ class WriteResponse(_message.Message):
     def __init__(self, epoch: _Optional[int] = ...) -> None: ...
 
 class LookupRequest(_message.Message):
-    __slots__ = ("view", "keys", "min_epoch")
+    __slots__ = ("view", "keys", "min_epoch", "key_columns", "columnar")
     VIEW_FIELD_NUMBER: _ClassVar[int]
     KEYS_FIELD_NUMBER: _ClassVar[int]
     MIN_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    KEY_COLUMNS_FIELD_NUMBER: _ClassVar[int]
+    COLUMNAR_FIELD_NUMBER: _ClassVar[int]
     view: str
     keys: _containers.RepeatedCompositeFieldContainer[Row]
     min_epoch: int
-    def __init__(self, view: _Optional[str] = ..., keys: _Optional[_Iterable[_Union[Row, _Mapping]]] = ..., min_epoch: _Optional[int] = ...) -> None: ...
+    key_columns: Columns
+    columnar: bool
+    def __init__(self, view: _Optional[str] = ..., keys: _Optional[_Iterable[_Union[Row, _Mapping]]] = ..., min_epoch: _Optional[int] = ..., key_columns: _Optional[_Union[Columns, _Mapping]] = ..., columnar: _Optional[bool] = ...) -> None: ...
 
 class KeyRows(_message.Message):
     __slots__ = ("rows",)
@@ -168,12 +172,16 @@ class KeyRows(_message.Message):
     def __init__(self, rows: _Optional[_Iterable[_Union[Row, _Mapping]]] = ...) -> None: ...
 
 class LookupResponse(_message.Message):
-    __slots__ = ("results", "epoch")
+    __slots__ = ("results", "epoch", "columns", "row_counts")
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
+    COLUMNS_FIELD_NUMBER: _ClassVar[int]
+    ROW_COUNTS_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[KeyRows]
     epoch: int
-    def __init__(self, results: _Optional[_Iterable[_Union[KeyRows, _Mapping]]] = ..., epoch: _Optional[int] = ...) -> None: ...
+    columns: Columns
+    row_counts: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, results: _Optional[_Iterable[_Union[KeyRows, _Mapping]]] = ..., epoch: _Optional[int] = ..., columns: _Optional[_Union[Columns, _Mapping]] = ..., row_counts: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class DescribeRequest(_message.Message):
     __slots__ = ("view",)
