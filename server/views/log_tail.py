@@ -10,11 +10,54 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator, Sequence
 
+import numpy as np
+
 from pomoview.dataflow.state.keyed_state import Key, Row
 from pomoview.server.types import LoggedBatch, SourceChange, Tuple_, Value
 
-# A key's logged operations: (epoch, tuple, +1 insert / -1 delete), in log order.
-_Ops = list[tuple[int, Tuple_, int]]
+# The int64 range: an int key outside it is in no batch whose keys are an int64 array.
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+class _BatchIndex:
+    """One batch's operations on one source, found by their columns at some positions: for
+    one int column (a vote's article), the keys as a sorted int64 array and each key's rows
+    a slice of it (one numpy sort per batch, a binary search per fetch); otherwise a dict
+    of key -> its operations. Either way a key's operations keep their order (a batch's
+    inserts before its deletes), as `_operations` replays them."""
+
+    __slots__ = ("ops", "sorted_keys", "order", "by_key")
+
+    def __init__(self, change: SourceChange, positions: tuple[int, ...]) -> None:
+        self.ops = [(t, 1) for t in change.inserts] + [(t, -1) for t in change.deletes]
+        self.by_key: dict[Key, list[tuple[Tuple_, int]]] | None = None
+        self.sorted_keys: np.ndarray | None = None
+        self.order: np.ndarray | None = None
+        if len(positions) == 1:
+            (p,) = positions
+            keys = np.array([t[p] for t, _ in self.ops])
+            if keys.dtype == np.int64:  # strings, floats, ints past int64: the dict below
+                self.order = np.argsort(keys, kind="stable")
+                self.sorted_keys = keys[self.order]
+                return
+        self.by_key = {}
+        for t, op in self.ops:
+            self.by_key.setdefault(tuple(t[i] for i in positions), []).append((t, op))
+
+    def operations(self, keys: Collection[Key], int_keys: np.ndarray | None) -> Iterator[tuple[Tuple_, int]]:
+        if self.by_key is not None:
+            for key in keys:
+                yield from self.by_key.get(key, ())
+            return
+        assert self.sorted_keys is not None and self.order is not None
+        if int_keys is None or not len(int_keys):
+            return
+        lo = np.searchsorted(self.sorted_keys, int_keys, side="left")
+        hi = np.searchsorted(self.sorted_keys, int_keys, side="right")
+        ops, order = self.ops, self.order
+        for start, stop in zip(lo.tolist(), hi.tolist(), strict=True):
+            for i in order[start:stop].tolist():
+                yield ops[i]
 
 
 class LogTail:
@@ -24,69 +67,51 @@ class LogTail:
     advanced with this tail exactly when v >= base.
 
     The overlay of a keyed fetch reads only its keys' operations, through an index per
-    (source, key positions) built at the first such fetch and kept up to date by `append`.
-    A scan of the whole tail per fetch, on the dataflow lock, cost 40-65 ms a fetch in the
-    mixed-load test while the first flush had not landed yet (750 batches, 49,000 votes),
-    and every other lookup and write waited behind it.
+    batch, source and key positions (`_BatchIndex`), built at the first fetch that needs
+    it and dropped with its batch. A scan of the whole tail per fetch, on the dataflow
+    lock, cost 40-65 ms a fetch in the mixed-load test while the first flush had not
+    landed yet (750 batches, 49,000 votes); an index of the whole tail kept up to date at
+    every append cost the apply a fifth of its time under a write load (py-spy --gil,
+    bench/hits_under_load.py at full scale): a write pays nothing now, a fetch a binary
+    search per batch.
     """
-
-    # Stale index entries tolerated beyond twice the tail's rows (a class setting for tests).
-    STALE_SLACK = 10_000
 
     def __init__(self, base: int, batches: Iterable[LoggedBatch] = ()) -> None:
         self.base = base
         self.batches: list[LoggedBatch] = [b for b in batches if b.epoch > base]
-        self._indexes: dict[tuple[str, tuple[int, ...]], dict[Key, _Ops]] = {}
-        # Operations the indexes hold, and the tail's rows: a trim leaves its batches'
-        # entries in the indexes (reads skip them by epoch) until they outnumber the live.
-        self._indexed = 0
-        self._rows = sum(_rows(b) for b in self.batches)
+        # (epoch, source, positions) -> that batch's index; removed with the batch.
+        self._indexes: dict[tuple[int, str, tuple[int, ...]], _BatchIndex] = {}
 
     def append(self, batch: LoggedBatch) -> None:
         assert not self.batches or batch.epoch > self.batches[-1].epoch
         self.batches.append(batch)
-        self._rows += _rows(batch)
-        for (source, positions), index in self._indexes.items():
-            change = batch.changes.get(source)
-            if change is not None:
-                self._indexed += _index_change(index, positions, batch.epoch, change)
 
     def flushable(self, through: int) -> list[LoggedBatch]:
         return [b for b in self.batches if b.epoch <= through]
 
     def trim_through(self, epoch: int) -> list[object]:
-        """Forgets batches at or below `epoch` (they are durable in Parquet now). Returns
-        what it let go of, for the caller to free outside its lock with `free_in_slices`.
-
-        The indexes keep the trimmed batches' entries: `key_operations` reads only epochs
-        after the store's version, so they are never read, and rebuilding the indexes at
-        every flush cost the next cold fetch a pass over the whole tail under the dataflow
-        lock. They are dropped (and rebuilt from what is left when next needed) once they
-        hold more than twice the tail's rows, which bounds their memory."""
+        """Forgets batches at or below `epoch` (they are durable in Parquet now) and their
+        indexes. Returns what it let go of, for the caller to free outside its lock with
+        `free_in_slices`."""
         kept = [b for b in self.batches if b.epoch > epoch]
         trimmed = self.batches[: len(self.batches) - len(kept)]
-        self._rows -= sum(_rows(b) for b in trimmed)
         self.batches = kept
         self.base = max(self.base, epoch)
-        garbage: list[object] = [trimmed]
-        if self._indexed > 2 * self._rows + self.STALE_SLACK:
-            garbage += self._indexes.values()
-            self._indexes = {}
-            self._indexed = 0
-        return garbage
+        dropped = [self._indexes.pop(k) for k in [k for k in self._indexes if k[0] <= epoch]]
+        return [trimmed, dropped]
 
-    def indexed_operations(self) -> int:
-        """How many operations the indexes hold, trimmed ones included (their memory)."""
-        return self._indexed
+    def indexes(self) -> int:
+        """How many batch indexes are held (each dropped with its batch)."""
+        return len(self._indexes)
 
-    def _index(self, source: str, positions: tuple[int, ...]) -> dict[Key, _Ops]:
-        index = self._indexes.get((source, positions))
+    def _index(self, batch: LoggedBatch, source: str, positions: tuple[int, ...]) -> _BatchIndex | None:
+        change = batch.changes.get(source)
+        if change is None:
+            return None
+        at = (batch.epoch, source, positions)
+        index = self._indexes.get(at)
         if index is None:
-            index = self._indexes[(source, positions)] = {}
-            for batch in self.batches:
-                change = batch.changes.get(source)
-                if change is not None:
-                    self._indexed += _index_change(index, positions, batch.epoch, change)
+            index = self._indexes[at] = _BatchIndex(change, positions)
         return index
 
     def key_operations(
@@ -101,11 +126,17 @@ class LogTail:
         `positions` are one of `keys`: (tuple, +1) for an insert, (tuple, -1) for a delete,
         each key's in log order (a batch's inserts before its deletes)."""
         assert after >= self.base, "the tail no longer holds the writes after the snapshot"
-        index = self._index(source, tuple(positions))
-        for key in set(keys):
-            for epoch, t, op in index.get(key, ()):
-                if after < epoch <= through:
-                    yield t, op
+        wanted = set(keys)
+        ints = [k[0] for k in wanted if len(k) == 1 and type(k[0]) is int and _INT64[0] <= k[0] <= _INT64[1]]
+        int_keys = np.unique(np.array(ints, dtype=np.int64)) if len(positions) == 1 else None
+        for batch in self.batches:
+            if batch.epoch <= after:
+                continue
+            if batch.epoch > through:
+                break
+            index = self._index(batch, source, tuple(positions))
+            if index is not None:
+                yield from index.operations(wanted, int_keys)
 
     def overlay(
         self,
@@ -147,31 +178,6 @@ class LogTail:
             if change is not None:
                 yield from ((t, 1) for t in change.inserts)
                 yield from ((t, -1) for t in change.deletes)
-
-
-def _index_change(
-    index: dict[Key, _Ops], positions: tuple[int, ...], epoch: int, change: SourceChange
-) -> int:
-    """Indexes a batch's operations on one source; returns how many."""
-    # A batch's inserts before its deletes, as `_operations` replays them.
-    get = index.get
-    for side, op in ((change.inserts, 1), (change.deletes, -1)):
-        if len(positions) == 1:
-            (p,) = positions
-            keys: Iterable[Key] = [(t[p],) for t in side]
-        else:
-            keys = [tuple(t[i] for i in positions) for t in side]
-        for key, t in zip(keys, side, strict=True):
-            ops = get(key)
-            if ops is None:
-                index[key] = [(epoch, t, op)]
-            else:
-                ops.append((epoch, t, op))
-    return len(change.inserts) + len(change.deletes)
-
-
-def _rows(batch: LoggedBatch) -> int:
-    return sum(len(c.inserts) + len(c.deletes) for c in batch.changes.values())
 
 
 # Elements a slice of `free_in_slices` frees at once.

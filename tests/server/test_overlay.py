@@ -6,6 +6,7 @@ and the tail trimmed between fetches."""
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 import pytest
 
@@ -38,41 +39,40 @@ def _scan(
     return present
 
 
-def _tuple(rng: random.Random) -> Tuple_:
-    return (rng.randrange(8), rng.randrange(5), rng.randrange(3))
+def _tuple(rng: random.Random, conv: Callable[[int], object] = int) -> Tuple_:
+    return (conv(rng.randrange(8)), conv(rng.randrange(5)), conv(rng.randrange(3)))
 
 
-@pytest.mark.parametrize("slack", [0, 10_000])
-def test_keyed_overlay_equals_a_scan_of_the_tail(slack: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    """With the trimmed batches' index entries dropped at every trim (slack 0) and kept
-    across trims (the default slack): the same answers, and the indexes stay bounded."""
-    monkeypatch.setattr(LogTail, "STALE_SLACK", slack)
+@pytest.mark.parametrize("kind", ["ints", "strings"])
+def test_keyed_overlay_equals_a_scan_of_the_tail(kind: str) -> None:
+    """Keys of ints (a batch's index is a sorted array) and of strings (a dict); the
+    indexes of trimmed batches go with them."""
     rng = random.Random(3)
+    conv: Callable[[int], object] = int if kind == "ints" else (lambda v: f"s{v}")
     tail = LogTail(0)
     logged: list[LoggedBatch] = []
     for epoch in range(1, 400):
         changes = {}
         for source in ("vote", "other"):
             if rng.random() < 0.7:
-                ins = {_tuple(rng) for _ in range(rng.randrange(6))}
-                dels = {_tuple(rng) for _ in range(rng.randrange(4))} - ins
+                ins = {_tuple(rng, conv) for _ in range(rng.randrange(6))}
+                dels = {_tuple(rng, conv) for _ in range(rng.randrange(4))} - ins
                 changes[source] = SourceChange(tuple(ins), tuple(dels))
         batch = LoggedBatch(epoch, changes)
         tail.append(batch)
         logged.append(batch)
         if epoch % 50 == 0:
             tail.trim_through(epoch - 30)
-            live = sum(len(c.inserts) + len(c.deletes) for b in tail.batches for c in b.changes.values())
-            assert tail.indexed_operations() <= 2 * live + slack
+            assert tail.indexes() <= 3 * len(tail.batches)  # one per batch and positions asked
         if epoch % 7:
             continue
         for _ in range(3):
             positions = rng.choice([(0,), (1,), (0, 2)])
-            keys = {tuple(rng.randrange(8 if p == 0 else 5 if p == 1 else 3) for p in positions)
+            keys = {tuple(conv(rng.randrange(8 if p == 0 else 5 if p == 1 else 3)) for p in positions)
                     for _ in range(rng.randrange(1, 4))}
-            filters = rng.choice([[], [(2, rng.randrange(3))]])
+            filters = rng.choice([[], [(2, conv(rng.randrange(3)))]])
             after = rng.randrange(tail.base, epoch + 1)
-            snapshot = {_tuple(rng) for _ in range(10)}
+            snapshot = {_tuple(rng, conv) for _ in range(10)}
             chosen = {t for t in snapshot if tuple(t[i] for i in positions) in keys
                       and all(t[i] == v for i, v in filters)}
             got = tail.overlay("vote", chosen, after, epoch, positions, keys, filters)
@@ -81,17 +81,15 @@ def test_keyed_overlay_equals_a_scan_of_the_tail(slack: int, monkeypatch: pytest
 
 
 def test_a_trim_hands_back_what_it_dropped_and_it_is_freed_in_slices(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(LogTail, "STALE_SLACK", 0)
     batches = [LoggedBatch(e, {"vote": SourceChange(((e, 1), (e, 2)), ())}) for e in range(1, 11)]
     tail = LogTail(0, batches)
-    assert set(tail.overlay("vote", [], 0, 10, (0,), [(3,)])) == {(3, 1), (3, 2)}  # builds an index
+    assert set(tail.overlay("vote", [], 0, 10, (0,), [(3,)])) == {(3, 1), (3, 2)}  # indexes each batch
+    assert tail.indexes() == 10
     garbage = tail.trim_through(8)
-    trimmed, *indexes = garbage
+    trimmed, dropped = garbage
     assert trimmed == batches[:8] and [b.epoch for b in tail.batches] == [9, 10]
-    assert len(indexes) == 1 and tail.indexed_operations() == 0  # 20 indexed > 2 x 4 live rows
-    index = indexes[0]
-    assert isinstance(index, dict) and index
+    assert isinstance(dropped, list) and len(dropped) == 8 and tail.indexes() == 2
     monkeypatch.setattr(log_tail, "FREE_SLICE", 3)
     free_in_slices(garbage)
-    assert garbage == [] and trimmed == [] and index == {}
-    assert set(tail.overlay("vote", [], 8, 10, (0,), [(9,)])) == {(9, 1), (9, 2)}  # rebuilt
+    assert garbage == [] and trimmed == [] and dropped == []
+    assert set(tail.overlay("vote", [], 8, 10, (0,), [(9,)])) == {(9, 1), (9, 2)}
