@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 
+import numpy as np
+
 from pomoview.dataflow.node import (
     Fetch,
     FetchRequest,
@@ -37,6 +39,9 @@ from pomoview.dataflow.state.int_set import IntSet
 from pomoview.dataflow.state.keyed_state import Key, KeyedState, PackedRows, Row, RowLayout
 from pomoview.dataflow.upquery import Miss, Upquery
 from pomoview.dataflow.zset import ZSet
+
+# From this many rows a delta keyed by one int column is grouped by sorting (numpy).
+SORT_MIN = 256
 
 
 class SourceIndex(KeyedNode):
@@ -65,6 +70,10 @@ class SourceIndex(KeyedNode):
     def on_delta(self, port: int, delta: ZSet[Row]) -> ZSet[Row]:
         # The batch grouped by key first: each key's state is found once, and a packed group
         # takes its rows at once (KeyedState.set_presence).
+        if len(self.key_cols) == 1 and not self._tests and len(delta) >= SORT_MIN:
+            by_int = self._by_int_key(delta)
+            if by_int is not None:
+                return by_int
         tests = self._tests
         by_key: dict[Key, list[tuple[Row, int]]] = {}
         cols = self.key_cols
@@ -85,6 +94,30 @@ class SourceIndex(KeyedNode):
                 self.metrics.dropped += len(ops)
             else:
                 weights.update(changed)
+        return ZSet.of_weights(weights)
+
+    def _by_int_key(self, delta: ZSet[Row]) -> ZSet[Row] | None:
+        """`on_delta` for one int key column: the rows sorted by key with numpy, and only the
+        rows of present keys gathered (under a write load most keys of a Zipf batch are cold:
+        their rows are counted, not grouped). None when the keys are not all int64."""
+        items = list(delta.items())
+        (c,) = self.key_cols
+        keys = np.array([row[c] for row, _ in items])
+        if keys.dtype != np.int64:
+            return None
+        order = np.argsort(keys, kind="stable")
+        ordered = keys[order]
+        cuts = (np.flatnonzero(ordered[1:] != ordered[:-1]) + 1).tolist()
+        starts, ends = [0, *cuts], [*cuts, len(items)]
+        state, at = self.state, order.tolist()
+        weights: dict[Row, int] = {}
+        for key, start, end in zip(ordered[starts].tolist(), starts, ends, strict=True):
+            if not state.is_present((key,)):
+                self.metrics.dropped += end - start
+                continue
+            changed = state.set_presence((key,), [items[i] for i in at[start:end]])
+            assert changed is not None
+            weights.update(changed)
         return ZSet.of_weights(weights)
 
     def hydrate(self) -> list[FetchRequest]:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import random
+
+import pytest
 from dataflow_harness import Driver, Store, epochs, touches_missing
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pomoview.dataflow.operators import source_index
 from pomoview.dataflow.operators.filter import Filter
 from pomoview.dataflow.zset import ZSet
 
@@ -143,3 +147,36 @@ def test_random_batches_filtered_matches_unfiltered_then_filter(
             driver.check()
     assert all(f == (("b", 1),) for f in stores[0].filters)
     assert all(f == () for f in stores[1].filters)
+
+
+# -- large deltas by one int column: grouped by sorting (SORT_MIN) ---------------------------
+
+
+@pytest.mark.parametrize("sort_min", [0, 10**9], ids=["sorted", "dict"])
+def test_large_random_deltas_against_a_set_model(sort_min: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Deltas of 300-700 operations on a partial index by an int column, through the
+    sorting path and the dict path: the same output, drops and state as a plain set model
+    (groups of up to 40 rows, so most are packed)."""
+    monkeypatch.setattr(source_index, "SORT_MIN", sort_min)
+    rng = random.Random(5)
+    store = Store(SCHEMAS)
+    store.data["r"] = {(rng.randrange(50), rng.randrange(40)) for _ in range(800)}
+    index = store.index("r", (0,), True)
+    present = set(rng.sample(range(50), 20))
+    index.query((0,), [(k,) for k in present])
+    model = {row for row in store.data["r"] if row[0] in present}
+    for _ in range(30):
+        size = rng.randrange(300, 700)
+        ops = {(rng.randrange(50), rng.randrange(40)): rng.choice((1, -1)) for _ in range(size)}
+        expected = {
+            row: op
+            for row, op in ops.items()
+            if row[0] in present and (op > 0) != (row in model)
+        }
+        dropped = index.metrics.dropped
+        assert index.on_delta(0, ZSet(ops)) == ZSet(expected)
+        assert index.metrics.dropped - dropped == sum(1 for row in ops if row[0] not in present)
+        model |= {r for r, w in expected.items() if w > 0}
+        model -= {r for r, w in expected.items() if w < 0}
+        assert index.query((0,), [(k,) for k in present]) == ZSet(dict.fromkeys(model, 1))
+        index.state.check()
