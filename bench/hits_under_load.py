@@ -51,7 +51,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -63,6 +62,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import busy_load  # noqa: E402
+from reader_window import run_window  # noqa: E402
 from typed_floor import FloorClient  # noqa: E402
 from vote import VIEW, Echo, Workload, pct  # noqa: E402  (vote puts the repository on sys.path)
 
@@ -72,7 +72,6 @@ from pomoview.proto.pomoview.v1 import view_service_pb2_grpc as pb_grpc  # noqa:
 from tests.e2e.server_process import VOTES, ServerProcess  # noqa: E402
 
 QUANTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99, "p999": 0.999}
-MAX_RPCS = 10_000_000  # per reader thread and window: every loop is bounded in count too
 SUBSCRIBED = list(range(1, 11))
 USER_BASE = 2_000_000_000  # the busy writer's user ids (the loaded votes' are below n_votes)
 VISIBLE_USERS = 3_000_000_000  # write -> visible's
@@ -134,46 +133,8 @@ def read_window(
 ) -> dict[str, float]:
     """One window: a thread per entry of `keys`, each with its own connection (ready before the
     clock starts), sending RPCs back to back for `seconds`. Keys/s, latency quantiles (s)."""
-    readers = [Reader(how, address, per_rpc, ids) for ids in keys]
-    latencies: list[list[float]] = [[] for _ in readers]
-    errors: list[str] = []
-    barrier = threading.Barrier(len(readers) + 1, timeout=120.0)
-    deadline = [0.0]
-
-    def run(n: int) -> None:
-        reader, out = readers[n], latencies[n]
-        try:
-            reader.wait_ready(60.0)
-            reader.call(0)
-            barrier.wait()
-            clock = time.perf_counter
-            for i in range(1, MAX_RPCS):
-                started = clock()
-                if started >= deadline[0]:
-                    break
-                reader.call(i)
-                out.append(clock() - started)
-        except Exception as err:  # noqa: BLE001 (counted in the table)
-            errors.append(repr(err))
-            barrier.abort()
-
-    threads = [threading.Thread(target=run, args=(n,), daemon=True) for n in range(len(readers))]
-    for t in threads:
-        t.start()
-    try:
-        deadline[0] = time.perf_counter() + 120.0  # until the barrier passes
-        barrier.wait()
-        started = time.perf_counter()
-        deadline[0] = started + seconds
-        for t in threads:
-            t.join(timeout=seconds + 120.0)
-        wall = time.perf_counter() - started
-    except threading.BrokenBarrierError:
-        wall = 0.0
-    finally:
-        for r in readers:
-            r.close()
-    every = [x for out in latencies for x in out]
+    window = run_window([Reader(how, address, per_rpc, ids) for ids in keys], seconds)
+    every, errors, wall = window.latencies, window.errors, window.wall
     result = {"keys_per_s": len(every) * per_rpc / wall if wall else 0.0, "rpcs": float(len(every))}
     result.update({q: pct(every, f) if every else 0.0 for q, f in QUANTILES.items()})
     result["errors"] = float(len(errors))

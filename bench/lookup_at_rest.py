@@ -34,7 +34,6 @@ import os
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -45,6 +44,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from reader_window import run_window  # noqa: E402
 from typed_floor import METHOD, FloorClient, M  # noqa: E402
 from vote import VIEW, Echo, pct  # noqa: E402  (vote puts the repository on sys.path)
 
@@ -52,7 +52,6 @@ from pomoview.client import Client, messages  # noqa: E402
 from pomoview.proto.pomoview.v1 import view_service_pb2_grpc as pb_grpc  # noqa: E402
 from tests.e2e.server_process import VOTES, ServerProcess, wait_for_flush  # noqa: E402
 
-MAX_RPCS = 10_000_000  # per reader thread and window: every loop is bounded in count too
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -128,46 +127,9 @@ def read_window(
 ) -> dict[str, float]:
     """One window: a thread per entry of `keys`, each ready before the clock starts."""
     readers = [Reader(target, how, address, per_rpc, ids) for ids in keys]
-    latencies: list[list[float]] = [[] for _ in readers]
-    errors: list[str] = []
-    barrier = threading.Barrier(len(readers) + 1, timeout=120.0)
-    deadline = [time.perf_counter() + 120.0]
-
-    def run(n: int) -> None:
-        reader, out = readers[n], latencies[n]
-        try:
-            reader.wait_ready(60.0)
-            reader.call(0)
-            barrier.wait()
-            clock = time.perf_counter
-            for i in range(1, MAX_RPCS):
-                started = clock()
-                if started >= deadline[0]:
-                    break
-                reader.call(i)
-                out.append(clock() - started)
-        except Exception as err:  # noqa: BLE001 (counted in the table)
-            errors.append(repr(err))
-            barrier.abort()
-
-    threads = [threading.Thread(target=run, args=(n,), daemon=True) for n in range(len(readers))]
-    for t in threads:
-        t.start()
-    try:
-        barrier.wait()
-        cpu, mine = cpu_seconds(pid), time.process_time()
-        started = time.perf_counter()
-        deadline[0] = started + seconds
-        for t in threads:
-            t.join(timeout=seconds + 120.0)
-        wall = time.perf_counter() - started
-        cpu, mine = cpu_seconds(pid) - cpu, time.process_time() - mine
-    except threading.BrokenBarrierError:
-        wall = cpu = mine = 0.0
-    finally:
-        for r in readers:
-            r.close()
-    every = [x for out in latencies for x in out]
+    window = run_window(readers, seconds, lambda: (cpu_seconds(pid), time.process_time()))
+    every, errors, wall = window.latencies, window.errors, window.wall
+    cpu, mine = window.metered or (0.0, 0.0)
     if errors:
         raise RuntimeError(f"{target} {how}: {len(errors)} reader errors, first {errors[0]}")
     return {

@@ -89,15 +89,15 @@ class LogTail:
     def flushable(self, through: int) -> list[LoggedBatch]:
         return [b for b in self.batches if b.epoch <= through]
 
-    def trim_through(self, epoch: int) -> list[object]:
+    def trim_through(self, epoch: int) -> list[list[object]]:
         """Forgets batches at or below `epoch` (they are durable in Parquet now) and their
         indexes. Returns what it let go of, for the caller to free outside its lock with
         `free_in_slices`."""
         kept = [b for b in self.batches if b.epoch > epoch]
-        trimmed = self.batches[: len(self.batches) - len(kept)]
+        trimmed: list[object] = list(self.batches[: len(self.batches) - len(kept)])
         self.batches = kept
         self.base = max(self.base, epoch)
-        dropped = [self._indexes.pop(k) for k in [k for k in self._indexes if k[0] <= epoch]]
+        dropped: list[object] = [self._indexes.pop(k) for k in [k for k in self._indexes if k[0] <= epoch]]
         return [trimmed, dropped]
 
     def indexes(self) -> int:
@@ -180,20 +180,12 @@ class LogTail:
                 yield from ((t, -1) for t in change.deletes)
 
 
-# Elements a slice of `free_in_slices` frees at once.
-FREE_SLICE = 2000
-
-
-def free_in_slices(garbage: list[object]) -> None:
-    """Frees lists and dicts a slice at a time. Freed whole, a flush's worth of logged rows
-    and index entries held the GIL for their whole deallocation, one bytecode of tens of
-    milliseconds that every hit waited behind; between slices other threads get their turn."""
+def free_in_slices(garbage: list[list[object]]) -> None:
+    """Frees lists of batches (or of their indexes) one element at a time. Freed whole, a
+    flush's worth of logged rows held the GIL for its whole deallocation, one bytecode of
+    tens of milliseconds that every hit waited behind; between elements (a batch's rows
+    each) other threads get their turn."""
     for item in garbage:
-        if isinstance(item, list):
-            while item:
-                del item[-FREE_SLICE:]
-        elif isinstance(item, dict):
-            while item:
-                for _ in range(min(FREE_SLICE, len(item))):
-                    item.popitem()
+        while item:
+            item.pop()
     garbage.clear()

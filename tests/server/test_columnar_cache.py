@@ -20,15 +20,7 @@ from pomoview.server.api.answers import ColumnEncoder
 from pomoview.server.api.service import Answer, ViewService, add_view_service
 from pomoview.server.scheduler.scheduler import Scheduler
 
-VOTES = """
-source article(id: int, title: string).
-source vote(article_id: int, user_id: int).
-view articleWithVotes(id).
-articleWithVotes(id: Id, title: Title, votes: N) :-
-    article(id: Id, title: Title),
-    N := count : vote(article_id: Id).
-"""
-VIEW = "articleWithVotes"
+from .vote_program import VIEW, VOTES
 
 
 class Counted:

@@ -13,24 +13,7 @@ import pytest
 from pomoview.server.errors import Unavailable
 from pomoview.server.scheduler.scheduler import Scheduler
 
-VOTES = """
-source article(id: int, title: string).
-source vote(article_id: int, user_id: int).
-view articleWithVotes(id).
-articleWithVotes(id: Id, title: Title, votes: N) :-
-    article(id: Id, title: Title),
-    N := count : vote(article_id: Id).
-"""
-VIEW = "articleWithVotes"
-
-
-def row(**values: Any) -> dict[str, tuple[str, Any]]:
-    kinds = {int: "int", str: "string"}
-    return {k: (kinds[type(v)], v) for k, v in values.items()}
-
-
-def encode(rows: list[tuple[object, ...]]) -> bytes:
-    return repr(sorted(rows)).encode()
+from .vote_program import VIEW, VOTES, encode, row
 
 
 def test_a_load_evicts_the_keys_it_touches_and_keeps_the_others(tmp_path: Path, spark: Any) -> None:

@@ -15,19 +15,7 @@ import pytest
 from pomoview.server.reads.lookups import LookupTrace
 from pomoview.server.scheduler.scheduler import Scheduler
 
-VOTES = """
-source article(id: int, title: string).
-source vote(article_id: int, user_id: int).
-view articleWithVotes(id).
-articleWithVotes(id: Id, title: Title, votes: N) :-
-    article(id: Id, title: Title),
-    N := count : vote(article_id: Id).
-"""
-
-
-def row(**values: Any) -> dict[str, tuple[str, Any]]:
-    kinds = {int: "int", str: "string"}
-    return {k: (kinds[type(v)], v) for k, v in values.items()}
+from .vote_program import VOTES, row
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ from collections.abc import Callable
 import pytest
 
 from pomoview.server.types import LoggedBatch, SourceChange, Tuple_
-from pomoview.server.views import log_tail
 from pomoview.server.views.log_tail import LogTail, free_in_slices
 
 
@@ -80,7 +79,7 @@ def test_keyed_overlay_equals_a_scan_of_the_tail(kind: str) -> None:
             assert got == expected, (epoch, positions, keys, filters)
 
 
-def test_a_trim_hands_back_what_it_dropped_and_it_is_freed_in_slices(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_trim_hands_back_what_it_dropped_and_it_is_freed_in_slices() -> None:
     batches = [LoggedBatch(e, {"vote": SourceChange(((e, 1), (e, 2)), ())}) for e in range(1, 11)]
     tail = LogTail(0, batches)
     assert set(tail.overlay("vote", [], 0, 10, (0,), [(3,)])) == {(3, 1), (3, 2)}  # indexes each batch
@@ -89,7 +88,6 @@ def test_a_trim_hands_back_what_it_dropped_and_it_is_freed_in_slices(monkeypatch
     trimmed, dropped = garbage
     assert trimmed == batches[:8] and [b.epoch for b in tail.batches] == [9, 10]
     assert isinstance(dropped, list) and len(dropped) == 8 and tail.indexes() == 2
-    monkeypatch.setattr(log_tail, "FREE_SLICE", 3)
     free_in_slices(garbage)
     assert garbage == [] and trimmed == [] and dropped == []
     assert set(tail.overlay("vote", [], 8, 10, (0,), [(9,)])) == {(9, 1), (9, 2)}

@@ -14,24 +14,7 @@ import pytest
 
 from pomoview.server.scheduler.scheduler import Scheduler
 
-VOTES = """
-source article(id: int, title: string).
-source vote(article_id: int, user_id: int).
-view articleWithVotes(id).
-articleWithVotes(id: Id, title: Title, votes: N) :-
-    article(id: Id, title: Title),
-    N := count : vote(article_id: Id).
-"""
-VIEW = "articleWithVotes"
-
-
-def row(**values: Any) -> dict[str, tuple[str, Any]]:
-    kinds = {int: "int", str: "string"}
-    return {k: (kinds[type(v)], v) for k, v in values.items()}
-
-
-def encode(rows: list[tuple[object, ...]]) -> bytes:
-    return repr(sorted(rows)).encode()
+from .vote_program import VIEW, VOTES, encode, row
 
 
 def in_thread(fn: Callable[[], Any], timeout: float = 30) -> Any:
