@@ -70,9 +70,7 @@ class CompiledProgram:
         relation = self.relations[name]
         return tuple((a, relation.types[a]) for a in relation.attributes)
 
-    def build_reader(
-        self, view: str, key: tuple[str, ...], fetch: Fetch, *, partial: bool = True
-    ) -> Circuit:
+    def build_reader(self, view: str, key: tuple[str, ...], fetch: Fetch, *, partial: bool = True) -> Circuit:
         """A hydrated circuit answering `view` (a derived or `p@ind` relation) by `key`;
         with `partial=False` every state is full (the fully materialized reference)."""
         builder = CircuitBuilder(
@@ -83,7 +81,7 @@ class CompiledProgram:
             aggregates=self.aggregates,
             partial=partial,
         )
-        return builder.reader(view, key)
+        return builder.reader(view, key, self.checked.view_orders.get(view))
 
 
 class ProgramGraph:
@@ -117,7 +115,7 @@ class ProgramGraph:
             return reader
         self._builder.fetch = fetch
         try:
-            reader = self._builder.reader_node(view, key)
+            reader = self._builder.reader_node(view, key, self.program.checked.view_orders.get(view))
             misses = self.graph.add(name, view, reader, fetch)
         except BaseException:
             self._builder.rollback()

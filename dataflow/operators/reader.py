@@ -22,7 +22,7 @@ Contract:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 from pomoview.dataflow.node import EvictCols, KeyedNode, Node, group_by_key, matching_keys, project
@@ -183,7 +183,7 @@ class Reader(KeyedNode):
             if cached is not None and cached[0] is stored:
                 out.append(cached[1])
             else:
-                data = encode(list(self.state.view_of(key, stored)))
+                data = encode(self.rows_in_order(self.state.view_of(key, stored)))
                 if current:  # an old version's encoding would only displace the new one's
                     wire[key] = (stored, data)
                 out.append(data)
@@ -204,7 +204,15 @@ class Reader(KeyedNode):
                 state.touch(key)
         # Invariant: the reader holds a set (a Distinct feeds it).
         assert all(w == 1 for w in group.values()), f"reader multiset at {key!r}: {group}"
+        return self.rows_in_order(group)
+
+    def rows_in_order(self, group: Mapping[Row, int]) -> list[Row]:
+        """A key's rows as lookups return them (a view without an order: as held)."""
         return list(group)
+
+    def fill_key(self, key: Key, rows: Iterable[tuple[Row, int]]) -> None:
+        """Makes a missing key present with the rows of its upquery's answer."""
+        self.state.fill(key, rows)
 
     def lookup_step(self, keys: Sequence[Key]) -> list[list[Row]] | Upquery[list[list[Row]]]:
         """The rows of each key: a step for a `Walk`, which fills the missing keys with one
@@ -222,7 +230,7 @@ class Reader(KeyedNode):
             still = set(self.state.missing(missing))  # another walk may have filled some meanwhile
             for key, got in group_by_key(answer.items(), self.key_cols, missing).items():
                 if key in still:
-                    self.state.fill(key, got)
+                    self.fill_key(key, got)
             self.metrics.filled_keys += len(still)
             filled.update(missing)
         return self._read_all(keys, frozenset(filled))

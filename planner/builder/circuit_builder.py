@@ -45,6 +45,7 @@ from pomoview.dataflow.operators.map import Column, Constant, Map
 from pomoview.dataflow.operators.minus import Minus
 from pomoview.dataflow.operators.reader import Reader
 from pomoview.dataflow.operators.source_index import SourceIndex
+from pomoview.dataflow.operators.top_k import TopK
 from pomoview.dataflow.operators.trace_append import TraceAppend
 from pomoview.dataflow.operators.union import Union
 from pomoview.dataflow.operators.unit import Unit
@@ -52,6 +53,7 @@ from pomoview.dataflow.operators.z1_trace import Z1Trace
 from pomoview.dataflow.state.aggregates import NO_VALUE, UserAggregate, make
 from pomoview.dataflow.state.keyed_state import Row
 from pomoview.planner.frontend.cid import cid
+from pomoview.planner.frontend.relations import ViewOrder
 from pomoview.planner.frontend.validate import Relation
 from pomoview.planner.ir import ra
 from pomoview.planner.ir.provenance import Key, Keyed, Provenance
@@ -72,9 +74,7 @@ def _positions(schema: tuple[str, ...], names: tuple[str, ...]) -> tuple[int, ..
     return tuple(schema.index(n) for n in names)
 
 
-def _predicate(
-    schema: tuple[str, ...], predicates: tuple[ra.Compare, ...]
-) -> Callable[[Row], bool]:
+def _predicate(schema: tuple[str, ...], predicates: tuple[ra.Compare, ...]) -> Callable[[Row], bool]:
     def operand(o: ra.Operand) -> Callable[[Row], object]:
         if isinstance(o, ra.Const):
             value = o.value
@@ -125,9 +125,7 @@ class _Loop:
 
     def __init__(self, fixpoint: ra.Fixpoint) -> None:
         self.fixpoint = fixpoint
-        self.feedbacks = {
-            name: Feedback(fixpoint.schema_of(name)) for name in fixpoint.relations
-        }
+        self.feedbacks = {name: Feedback(fixpoint.schema_of(name)) for name in fixpoint.relations}
         self.nodes: dict[int, Node] = {}  # id(expr) -> node, so shared sub-expressions are built once
 
 
@@ -456,9 +454,7 @@ class CircuitBuilder:
         empty = make(function)().result()
         if empty is NO_VALUE:
             return joined
-        keys = DistinctIncremental(
-            Map(atom, group, [Column(i) for i in atom_group]), (), partial=False
-        )
+        keys = DistinctIncremental(Map(atom, group, [Column(i) for i in atom_group]), (), partial=False)
         matched = self._indexed_join(
             body, Import(keys), body_group, tuple(range(width)), lambda b, g: b, body.schema
         )
@@ -472,13 +468,20 @@ class CircuitBuilder:
 
     # -- readers ------------------------------------------------------------------
 
-    def reader_node(self, relation: str, key: tuple[str, ...]) -> Reader:
-        """A new Reader answering `relation` by the `key` attributes, over shared nodes."""
+    def reader_node(self, relation: str, key: tuple[str, ...], order: ViewOrder | None = None) -> Reader:
+        """A new Reader answering `relation` by the `key` attributes, over shared nodes; a
+        TopK for a view with an `order` (its rows per key in that order, up to its limit)."""
         parent = self.build(self.exprs[relation], key or None)
-        return Reader(parent, _positions(parent.schema, key), partial=bool(key) and self.allow_partial)
+        partial = bool(key) and self.allow_partial
+        key_cols = _positions(parent.schema, key)
+        if order is None:
+            return Reader(parent, key_cols, partial=partial)
+        names = tuple(a for a, _ in order.by)
+        columns = tuple(zip(_positions(parent.schema, names), (d for _, d in order.by), strict=True))
+        return TopK(parent, key_cols, partial=partial, order=columns, limit=order.limit)
 
-    def reader(self, relation: str, key: tuple[str, ...]) -> Circuit:
+    def reader(self, relation: str, key: tuple[str, ...], order: ViewOrder | None = None) -> Circuit:
         """A hydrated circuit of its own whose reader answers `relation` by the `key` attributes."""
-        circuit = Circuit(self.reader_node(relation, key))
+        circuit = Circuit(self.reader_node(relation, key, order))
         circuit.hydrate()
         return circuit

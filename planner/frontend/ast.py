@@ -89,10 +89,21 @@ class SourceDecl:
 
 
 @dataclass(frozen=True)
+class OrderItem:
+    attribute: str
+    descending: bool
+    position: Position
+
+
+@dataclass(frozen=True)
 class ViewDecl:
     name: str
     key: tuple[str, ...]
     position: Position
+    # `order by ...`: each key's rows in this order; `limit N`: only the first N of them.
+    order: tuple[OrderItem, ...] = ()
+    limit: int | None = None
+    limit_position: Position | None = None
 
 
 @dataclass

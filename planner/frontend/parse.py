@@ -25,9 +25,7 @@ INT_MIN, INT_MAX = -(2**63), 2**63 - 1
 
 @cache
 def _parser() -> Lark:
-    return Lark(
-        GRAMMAR.read_text(), parser="lalr", propagate_positions=True, maybe_placeholders=True
-    )
+    return Lark(GRAMMAR.read_text(), parser="lalr", propagate_positions=True, maybe_placeholders=True)
 
 
 _ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|x[0-9a-fA-F]{2}|.)", re.DOTALL)
@@ -90,8 +88,26 @@ class _ToAst(Transformer):  # type: ignore[type-arg]
         return (str(name), str(type_), _pos(type_))
 
     def view_decl(self, tree: Tree) -> ast.ViewDecl:
-        name, *key = _kids(tree)
-        return ast.ViewDecl(str(name), tuple(str(k) for k in key if k is not None), _pos(tree))
+        name, *key, order, limit = _kids(tree)
+        return ast.ViewDecl(
+            str(name),
+            tuple(str(k) for k in key if k is not None),
+            _pos(tree),
+            order or (),
+            None if limit is None else int(limit),
+            None if limit is None else _pos(limit),
+        )
+
+    def view_order(self, tree: Tree) -> tuple[ast.OrderItem, ...]:
+        return tuple(_kids(tree))
+
+    def order_item(self, tree: Tree) -> ast.OrderItem:
+        name, direction = _kids(tree)
+        return ast.OrderItem(str(name), direction is not None and str(direction) == "desc", _pos(name))
+
+    def view_limit(self, tree: Tree) -> Token:
+        token: Token = _kids(tree)[0]
+        return token
 
     def rule(self, tree: Tree) -> ast.Rule:
         head, next_, _implies, body = _kids(tree)
@@ -175,9 +191,7 @@ _TERMINALS = {
 
 
 def _is_end(err: UnexpectedInput) -> bool:
-    return isinstance(err, UnexpectedEOF) or (
-        isinstance(err, UnexpectedToken) and err.token.type == "$END"
-    )
+    return isinstance(err, UnexpectedEOF) or (isinstance(err, UnexpectedToken) and err.token.type == "$END")
 
 
 def _describe(err: UnexpectedInput) -> str:
@@ -201,9 +215,7 @@ def parse(text: str, filename: str = "<program>") -> ast.Program:
             # point just past the last character that is not white space
             lines = source_lines(text.rstrip())
             line, column = len(lines), len(lines[-1]) + 1
-        raise ProgramError(
-            [Diagnostic(Position(line, column), _describe(err))], text, filename
-        ) from None
+        raise ProgramError([Diagnostic(Position(line, column), _describe(err))], text, filename) from None
     try:
         program: ast.Program = _ToAst().transform(tree)
     except VisitError as err:  # e.g. a string literal with a bad escape (lark wraps the error)

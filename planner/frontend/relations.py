@@ -23,6 +23,15 @@ class Relation:
     transient: bool = False  # a `transient source`: tuples live for one epoch
 
 
+@dataclass(frozen=True)
+class ViewOrder:
+    """A view's `order by ... limit N`: each key's rows sorted by `by` (attribute, descending),
+    ties broken by the whole row, and only the first `limit` of them (None: all)."""
+
+    by: tuple[tuple[str, bool], ...]
+    limit: int | None
+
+
 @dataclass
 class CheckedProgram:
     text: str
@@ -31,6 +40,8 @@ class CheckedProgram:
     order: list[str]  # derived relations, dependencies first (= the strata, flattened)
     strata: list[Stratum] = field(default_factory=list)
     user_aggregates: frozenset[str] = frozenset()
+    # The views declared with `order by`, by name.
+    view_orders: dict[str, ViewOrder] = field(default_factory=dict)
 
     @property
     def sources(self) -> dict[str, Relation]:
@@ -96,9 +107,7 @@ def collect_heads(program: ast.Program, relations: dict[str, Relation], errors: 
         head = rule.head
         existing = relations.get(head.relation)
         if existing is not None and existing.kind == "source":
-            errors.error(
-                head.position, f"{head.relation!r} is a source; rules cannot derive into it"
-            )
+            errors.error(head.position, f"{head.relation!r} is a source; rules cannot derive into it")
             continue
         attrs: list[str] = []
         for arg in head.args:
@@ -107,9 +116,7 @@ def collect_heads(program: ast.Program, relations: dict[str, Relation], errors: 
             else:
                 attrs.append(arg.attribute)
         if existing is None:
-            relations[head.relation] = Relation(
-                head.relation, attrs, {}, "derived", head.position, [rule]
-            )
+            relations[head.relation] = Relation(head.relation, attrs, {}, "derived", head.position, [rule])
         elif set(existing.attributes) != set(attrs):
             errors.error(
                 head.position,

@@ -41,6 +41,7 @@ from pomoview.planner.frontend.errors import ErrorSink
 from pomoview.planner.frontend.relations import (
     CheckedProgram,
     Relation,
+    ViewOrder,
     check_sources,
     collect_heads,
     variables,
@@ -87,17 +88,16 @@ def _normalise(rule: ast.Rule) -> ast.Rule:
 
 def _check_views(
     program: ast.Program, relations: dict[str, Relation], errors: ErrorSink
-) -> dict[str, tuple[str, ...]]:
+) -> tuple[dict[str, tuple[str, ...]], dict[str, ViewOrder]]:
     views: dict[str, tuple[str, ...]] = {}
+    orders: dict[str, ViewOrder] = {}
     for view in program.views:
         relation = relations.get(view.name)
         if relation is None:
             errors.error(view.position, f"view of unknown relation {view.name!r}")
             continue
         if relation.kind != "derived":
-            errors.error(
-                view.position, f"{view.name!r} is a source; a view names a derived relation"
-            )
+            errors.error(view.position, f"{view.name!r} is a source; a view names a derived relation")
             continue
         for attr in view.key:
             if attr not in relation.attributes:
@@ -105,7 +105,48 @@ def _check_views(
         if view.name in views:
             errors.error(view.position, f"view {view.name!r} is declared twice")
         views[view.name] = view.key
-    return views
+        order = _check_order(view, relation, errors)
+        if order is not None:
+            orders[view.name] = order
+    return views, orders
+
+
+# The types whose values compare with each other (an `any` attribute may mix them).
+_ORDERED_TYPES = ("int", "float", "string", "bool", "bytes", "cid")
+
+
+def _check_order(view: ast.ViewDecl, relation: Relation, errors: ErrorSink) -> ViewOrder | None:
+    """The view's order and limit, checked; None for a view without `order by`."""
+    if view.limit is not None and view.limit < 1:
+        errors.error(
+            view.limit_position or view.position,
+            f"the limit of view {view.name!r} is {view.limit}; a limit is a positive int",
+        )
+    if not view.order:
+        if view.limit is not None:
+            errors.error(
+                view.limit_position or view.position,
+                f"view {view.name!r} has a limit but no order; write `order by ...` before `limit`",
+            )
+        return None
+    seen: set[str] = set()
+    for item in view.order:
+        if item.attribute not in relation.attributes:
+            errors.error(
+                item.position,
+                f"view {view.name!r} is ordered by {item.attribute!r}, "
+                f"which {view.name!r} has no rows of: its attributes are {', '.join(relation.attributes)}",
+            )
+        elif relation.types.get(item.attribute) not in _ORDERED_TYPES:
+            errors.error(
+                item.position,
+                f"view {view.name!r} is ordered by {item.attribute!r}, whose "
+                f"values have no one type ({relation.types.get(item.attribute)}) and cannot be compared",
+            )
+        if item.attribute in seen:
+            errors.error(item.position, f"view {view.name!r} is ordered by {item.attribute!r} twice")
+        seen.add(item.attribute)
+    return ViewOrder(tuple((i.attribute, i.descending) for i in view.order), view.limit)
 
 
 def validate(
@@ -130,8 +171,8 @@ def validate(
     derived = [r for r in relations.values() if r.kind == "derived"]
     used = check_rules(rules, relations, errors, user, instant)
     type_the_untyped(derived)
-    views = _check_views(program, relations, errors)
+    views, orders = _check_views(program, relations, errors)
     errors.raise_if_any()
     for rel in derived:
         rel.rules = [_normalise(rule) for rule in rel.rules]
-    return CheckedProgram(text, relations, views, order, strata, frozenset(used))
+    return CheckedProgram(text, relations, views, order, strata, frozenset(used), orders)

@@ -97,6 +97,36 @@ ERRORS: dict[str, tuple[str, int, int, str]] = {
     "view of unknown attribute": (H + "view v(z).\nv(a: A) :- r(a: A).", 3, 1, "no attribute 'z'"),
     "view of a source": (H + "view r(a).", 3, 1, "'r' is a source"),
     "view declared twice": (H + "view v().\nview v(a).\nv(a: A) :- r(a: A).", 4, 1, "declared twice"),
+    "order by an unknown attribute": (
+        H + "view v(a) order by z.\nv(a: A, b: B) :- r(a: A, b: B).",
+        3,
+        20,
+        "ordered by 'z', which 'v' has no rows of",
+    ),
+    "order by an attribute twice": (
+        H + "view v(a) order by b, b desc.\nv(a: A, b: B) :- r(a: A, b: B).",
+        3,
+        23,
+        "ordered by 'b' twice",
+    ),
+    "a limit of 0": (
+        H + "view v(a) order by b limit 0.\nv(a: A, b: B) :- r(a: A, b: B).",
+        3,
+        28,
+        "a limit is a positive int",
+    ),
+    "a negative limit": (
+        H + "view v(a) order by b limit -2.\nv(a: A, b: B) :- r(a: A, b: B).",
+        3,
+        28,
+        "a limit is a positive int",
+    ),
+    "a limit without an order": (
+        H + "view v(a) limit 3.\nv(a: A, b: B) :- r(a: A, b: B).",
+        3,
+        17,
+        "has a limit but no order",
+    ),
     "head attributes differ across rules": (
         H + "v(a: A) :- r(a: A).\nv(b: B) :- r(b: B).",
         4,
@@ -508,3 +538,16 @@ def test_spec_suggested_meal_as_written() -> None:
     (d,) = info.value.diagnostics
     assert d.message == "unexpected end of program"
     assert d.position.line == len(text.splitlines())
+
+
+def test_an_ordered_view_carries_its_order_and_limit() -> None:
+    text = H + "view v(a) order by b desc, a limit 10.\nview w(a) order by b.\nview u(a).\n"
+    text += "v(a: A, b: B) :- r(a: A, b: B).\nw(a: A, b: B) :- r(a: A, b: B).\nu(a: A) :- r(a: A)."
+    checked = validate(parse(text), text)
+    assert checked.view_orders["v"].by == (("b", True), ("a", False))
+    assert checked.view_orders["v"].limit == 10
+    assert checked.view_orders["w"].by == (("b", False),) and checked.view_orders["w"].limit is None
+    assert "u" not in checked.view_orders
+    # the words of the clause stay names elsewhere
+    named = H + "order(limit: A) :- r(a: A).\nview order(limit) order by limit desc."
+    assert validate(parse(named), named).view_orders["order"].by == (("limit", True),)

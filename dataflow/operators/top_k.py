@@ -1,0 +1,183 @@
+"""TopK: the reader of an ordered view (`view v(k) order by a desc, b limit N`), Zero's
+`Take` per key.
+
+Contract:
+- Input: the view's set delta. Output: none (a sink, as Reader).
+- Order: each key's rows sorted by the order columns (each ascending or descending), ties
+  broken by the whole row ascending, so that one set of rows has exactly one order.
+- State, partial with a limit: at most `limit` rows per present key, the first in that
+  order (the key's *window*). A key whose window left rows out (at its fill, or when an
+  insert pushed the last row out) is *cut*: rows past its bound exist above and are not
+  held here.
+- On a delta: inserts enter the window and push its last rows out past `limit` (the key is
+  then cut); inserts past the bound of a full window are not held. A delete inside the
+  window of a cut key cannot be refilled from here: the key is evicted, and the next lookup
+  fills it again through the reader's one upquery (from the state above when it holds the
+  key, else from Spark). A delete of a row past a cut bound changes nothing here.
+- On a missing key: the delta is dropped (as every partial state).
+- Full state (no key columns, `--full-state`), or no limit: every row is held, as in
+  Reader, and a read sorts and cuts: a full state cannot be evicted to refill it.
+- Subscriptions to a view with a limit are refused by the server (the window's changes are
+  not sent yet); `tap` asserts it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping
+from typing import Any
+
+from pomoview.dataflow.node import EvictCols, Node, project
+from pomoview.dataflow.operators.reader import Reader, Tap
+from pomoview.dataflow.state.keyed_state import Key, Row
+from pomoview.dataflow.zset import ZSet
+
+# (column, descending) per order attribute, in priority order.
+OrderColumns = tuple[tuple[int, bool], ...]
+
+
+class _Desc:
+    """A value that sorts in reverse (for a descending column of any type)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __lt__(self, other: _Desc) -> bool:
+        result: bool = other.value < self.value
+        return result
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Desc) and self.value == other.value
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def sort_key(order: OrderColumns) -> Any:
+    """The sort key of a row in `order`, the whole row last (the tie break)."""
+    columns = [(c, d) for c, d in order]
+
+    def key(row: Row) -> tuple[Any, ...]:
+        return (*[_Desc(row[c]) if d else row[c] for c, d in columns], row)
+
+    return key
+
+
+class TopK(Reader):
+    def __init__(
+        self,
+        parent: Node,
+        key_cols: tuple[int, ...],
+        *,
+        partial: bool,
+        order: OrderColumns,
+        limit: int | None,
+    ) -> None:
+        super().__init__(parent, key_cols, partial=partial)
+        assert order, "a TopK has an order"
+        assert limit is None or limit > 0, f"limit {limit}"
+        self.order = order
+        self.limit = limit
+        self.sort_key = sort_key(order)
+        # Present keys whose window left rows out (see the module docstring).
+        self.cut: set[Key] = set()
+        # Keys evicted because a delete emptied a place in a cut window.
+        self.refills = 0
+
+    @property
+    def windowed(self) -> bool:
+        """Whether the state holds only each key's window (else every row, cut on read)."""
+        return self.limit is not None and self.state.partial
+
+    def rows_in_order(self, group: Mapping[Row, int]) -> list[Row]:
+        rows = sorted(group, key=self.sort_key)
+        return rows if self.limit is None else rows[: self.limit]
+
+    def fill_key(self, key: Key, rows: Iterable[tuple[Row, int]]) -> None:
+        if not self.windowed:
+            super().fill_key(key, rows)
+            return
+        held = [(row, weight) for row, weight in rows if weight]
+        assert self.limit is not None
+        if len(held) > self.limit:
+            held.sort(key=lambda rw: self.sort_key(rw[0]))
+            held = held[: self.limit]
+            self.cut.add(key)
+        else:
+            self.cut.discard(key)
+        self.state.fill(key, held)
+
+    def on_delta(self, port: int, delta: ZSet[Row]) -> ZSet[Row]:
+        if not self.windowed:
+            return super().on_delta(port, delta)
+        by_key: dict[Key, list[tuple[Row, int]]] = {}
+        for row, weight in delta.items():
+            by_key.setdefault(project(row, self.key_cols), []).append((row, weight))
+        self._keep(by_key)  # before any group changes, as Reader
+        state, refill = self.state, []
+        for key, changes in by_key.items():
+            stored = state.peek(key)
+            if stored is None:
+                self.metrics.dropped += len(changes)
+                continue
+            window = dict(state.view_of(key, stored))
+            new = self._window(key, window, changes)
+            if new is None:
+                refill.append(key)
+                continue
+            diff = [(row, -w) for row, w in window.items() if row not in new]
+            diff += [(row, w) for row, w in new.items() if window.get(row) != w]
+            if diff:
+                state.replace(key, diff)
+        if refill:
+            self.refills += self.evict_own(refill)
+        return ZSet()
+
+    def _window(
+        self, key: Key, window: dict[Row, int], changes: list[tuple[Row, int]]
+    ) -> dict[Row, int] | None:
+        """The key's window after `changes`, or None when a delete inside a cut window
+        leaves a place only the rows above can fill."""
+        cut = key in self.cut
+        new = dict(window)
+        for row, weight in changes:
+            total = new.get(row, 0) + weight
+            if weight < 0 and row not in window:
+                if not cut:  # a complete window holds every row: a delete of another is a bug
+                    raise AssertionError(f"TopK delete of {row!r}, not in the complete window of {key!r}")
+                continue  # past the bound: not held here
+            if total > 0:
+                new[row] = total
+            else:
+                new.pop(row, None)
+                if cut:
+                    return None
+        assert self.limit is not None
+        if len(new) > self.limit:
+            kept = sorted(new, key=self.sort_key)[: self.limit]
+            new = {row: new[row] for row in kept}
+            self.cut.add(key)
+        return new
+
+    def tap(self, keys: Collection[Key], tap: Tap) -> None:
+        assert not self.windowed, "subscriptions to a view with a limit are refused by the server"
+        super().tap(keys, tap)
+
+    def on_evict(self, port: int, cols: EvictCols, keys: Collection[Key]) -> None:
+        super().on_evict(port, cols, keys)
+        self._forget_cut()
+
+    def evict_own(self, keys: Collection[Key]) -> int:
+        count = super().evict_own(keys)
+        self._forget_cut()
+        return count
+
+    def _forget_cut(self) -> None:
+        if self.cut:
+            peek = self.state.peek
+            self.cut = {k for k in self.cut if peek(k) is not None}
+
+    def describe(self) -> str:
+        order = ", ".join(f"#{c}{' desc' if d else ''}" for c, d in self.order)
+        limit = "" if self.limit is None else f" limit {self.limit}"
+        return f"TopK(order by {order}{limit}){self.schema}"
