@@ -83,9 +83,7 @@ class AsyncClient:
         try:
             await asyncio.wait_for(self._channel.channel_ready(), timeout)
         except TimeoutError:
-            raise Unavailable(
-                f"pomoview server at {self.address} not ready after {timeout}s"
-            ) from None
+            raise Unavailable(f"pomoview server at {self.address} not ready after {timeout}s") from None
 
     async def install(self, text: str, filename: str = "<program>") -> list[dict[str, object]]:
         """Installs a PomoLogic program; returns its relations as dicts."""
@@ -109,11 +107,22 @@ class AsyncClient:
         return resp.epoch
 
     async def lookup(
-        self, view: str, key: Mapping[str, object], min_epoch: int | None = None
+        self,
+        view: str,
+        key: Mapping[str, object],
+        min_epoch: int | None = None,
+        *,
+        limit: int | None = None,
+        after: Mapping[str, object] | None = None,
     ) -> Rows:
         """Returns the rows of `view` matching `key`, reflecting at least `min_epoch`: a list
-        of dicts, with `to_arrow()` and `to_pandas()`."""
-        resp = await self._lookup(view, [key], min_epoch)
+        of dicts, with `to_arrow()` and `to_pandas()`.
+
+        On a view declared with `order by`, a page: at most `limit` rows after the row
+        `after` in the view's order (a dict with at least the order attributes; the last row
+        of the previous page works as it is). Pages read with one `min_epoch` neither skip
+        nor repeat a row."""
+        resp = await self._lookup(view, [key], min_epoch, limit, after)
         return messages.lookup_rows(resp, 1, self._attributes.get(view))[0]
 
     async def lookup_many(
@@ -121,6 +130,9 @@ class AsyncClient:
         view: str,
         keys: Sequence[Mapping[str, object]],
         min_epoch: int | None = None,
+        *,
+        limit: int | None = None,
+        after: Mapping[str, object] | None = None,
     ) -> RowsByKey:
         """Returns the rows of `view` matching each key, reflecting at least `min_epoch`, in
         one call: a dict from the key's values to its rows, with `to_arrow()` and
@@ -130,23 +142,33 @@ class AsyncClient:
         attributes, even for one attribute: `{"id": 3}` is `(3,)`. The entries are in the
         order the keys were first asked; a key asked twice is there once. Keys must name
         the same attributes: one that does not raises InvalidArgument before sending.
+        `limit` and `after` page each key's rows, as for `lookup`.
         """
         attributes = self._attributes.get(view)
         if not keys:
             # The keys' attributes select the reader; with none there is nothing to ask.
             return messages.lookup_result(pb.LookupResponse(), [], attributes)
         tuples = messages.key_tuples(keys)
-        return messages.lookup_result(await self._lookup(view, keys, min_epoch), tuples, attributes)
+        return messages.lookup_result(
+            await self._lookup(view, keys, min_epoch, limit, after), tuples, attributes
+        )
 
     async def _lookup(
-        self, view: str, keys: Sequence[Mapping[str, object]], min_epoch: int | None
+        self,
+        view: str,
+        keys: Sequence[Mapping[str, object]],
+        min_epoch: int | None,
+        limit: int | None = None,
+        after: Mapping[str, object] | None = None,
     ) -> pb.LookupResponse:
         """As `Client`'s: columns if the server has them, else rows from then on."""
-        req = messages.lookup_request(view, keys, min_epoch, self.columnar)
+        req = messages.lookup_request(view, keys, min_epoch, self.columnar, limit, after)
         resp: pb.LookupResponse = await self._call(self._stub.Lookup, req)
         if not messages.is_answer_of(resp, req):
             self.columnar = False
-            resp = await self._call(self._stub.Lookup, messages.lookup_request(view, keys, min_epoch))
+            resp = await self._call(
+                self._stub.Lookup, messages.lookup_request(view, keys, min_epoch, False, limit, after)
+            )
         return resp
 
     def subscribe(self, view: str, keys: Sequence[Mapping[str, object]]) -> AsyncSubscription:

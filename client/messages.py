@@ -74,9 +74,16 @@ def write_request(changes: Changes, columnar: bool | None = None) -> pb.WriteReq
 
 
 def lookup_request(
-    view: str, keys: Sequence[Mapping[str, object]], min_epoch: int | None, columnar: bool = False
+    view: str,
+    keys: Sequence[Mapping[str, object]],
+    min_epoch: int | None,
+    columnar: bool = False,
+    limit: int | None = None,
+    after: Mapping[str, object] | None = None,
 ) -> pb.LookupRequest:
-    """Returns a lookup of `keys` in `view`; `min_epoch` is sent only when given.
+    """Returns a lookup of `keys` in `view`; `min_epoch` is sent only when given, and so are
+    `limit` and `after` (a page of an ordered view: at most `limit` rows per key after the
+    row `after`).
 
     `columnar`: ask for the answer in columns, and send the keys as columns (`key_columns`)
     when they fit them (`rows_to_columns`), else as rows. Otherwise everything is rows, as
@@ -89,6 +96,12 @@ def lookup_request(
         if min_epoch < 0:
             raise ValueError(f"min_epoch must be >= 0, got {min_epoch}")
         req.min_epoch = min_epoch
+    if limit is not None:
+        if limit < 1:
+            raise ValueError(f"limit must be >= 1, got {limit}")
+        req.limit = limit
+    if after is not None:
+        req.after.CopyFrom(dict_to_row(after))
     return req
 
 

@@ -178,6 +178,6 @@ class TopK(Reader):
             self.cut = {k for k in self.cut if peek(k) is not None}
 
     def describe(self) -> str:
-        order = ", ".join(f"#{c}{' desc' if d else ''}" for c, d in self.order)
+        order = ", ".join(f"{self.schema[c]}{' desc' if d else ''}" for c, d in self.order)
         limit = "" if self.limit is None else f" limit {self.limit}"
         return f"TopK(order by {order}{limit}){self.schema}"

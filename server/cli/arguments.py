@@ -176,6 +176,20 @@ LOOKUP: tuple[Argument, ...] = (
     arg("view", metavar="VIEW"),
     arg("key", nargs="+", metavar="KEY", help="a JSON object, or name=value pairs"),
     arg("--min-epoch", type=_non_negative_int, default=None, metavar="N"),
+    arg(
+        "--limit",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="a page of a view declared with `order by`: at most N rows, printed in the view's order",
+    ),
+    arg(
+        "--after",
+        default=None,
+        metavar="ROW",
+        help="a page's start (a JSON object with at least the view's order attributes; the last "
+        "row of the previous page as printed): the rows after it, in the view's order",
+    ),
 )
 
 LOAD: tuple[Argument, ...] = (

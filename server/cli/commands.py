@@ -212,11 +212,15 @@ def cmd_write(args: argparse.Namespace) -> int:
 
 
 def cmd_lookup(args: argparse.Namespace) -> int:
-    """Prints the rows matching a key, one JSON line each, in a deterministic order."""
+    """Prints the rows matching a key, one JSON line each, in a deterministic order: sorted,
+    or for a page (`--limit`, `--after`) in the view's order."""
     key = parse_key(args.key)
+    after = None if args.after is None else parse_json_row(args.after, "--after")
+    paged = args.limit is not None or after is not None
     with client_from_args(args) as db:
-        rows = db.lookup(args.view, key, min_epoch=args.min_epoch)
-    for line in sorted(row_to_json(r) for r in rows):
+        rows = db.lookup(args.view, key, min_epoch=args.min_epoch, limit=args.limit, after=after)
+    lines = [row_to_json(r) for r in rows]
+    for line in lines if paged else sorted(lines):
         print(line)
     return 0
 

@@ -4,7 +4,10 @@ server, Spark and gRPC, against a sorted Python model of the same rows after ran
 
 from __future__ import annotations
 
+import json
 import random
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,8 +25,11 @@ source story(author: int, id: int, created: int).
 newest(author: A, id: I, created: C) :- story(author: A, id: I, created: C).
 oldest(author: A, id: I, created: C) :- story(author: A, id: I, created: C).
 
+plain(author: A, id: I) :- story(author: A, id: I).
+
 view newest(author) order by created desc, id limit 3.
 view oldest(author) order by created, id desc.
+view plain(author).
 """
 
 AUTHORS = 6
@@ -123,3 +129,96 @@ def test_describe_names_the_top_k(ordered_server: ServerProcess) -> None:
         db.lookup("newest", {"author": 0})
         described = str(db.describe("newest"))
         assert "TopK(order by" in described and "limit 3" in described
+
+
+def _pages(db: Client, view: str, author: int, size: int, epoch: int) -> tuple[list[dict], bool]:
+    """Every page of `size` of the author's rows, each starting after the last row of the
+    one before, until an empty page; and whether the last ask was refused as past the view's
+    limit."""
+    rows: list[dict] = []
+    after = None
+    while True:
+        try:
+            page = db.lookup(view, {"author": author}, min_epoch=epoch, limit=size, after=after)
+        except PomoviewError as err:
+            assert err.code == grpc.StatusCode.INVALID_ARGUMENT
+            assert "past the limit of view" in str(err), str(err)
+            return rows, True
+        assert len(page) <= size
+        if not page:
+            return rows, False
+        rows += page
+        after = page[-1]
+
+
+def test_pages_cut_the_sorted_rows(ordered_server: ServerProcess) -> None:
+    rng = random.Random(5)
+    with ordered_server.client() as db:
+        stories = [(a, 5000 + i, rng.randrange(3)) for i, a in enumerate([7] * 7 + [8] * 2)]
+        epoch = db.write("story", insert=[{"author": a, "id": i, "created": c} for a, i, c in stories])
+        for size in (1, 2, 3):
+            for author, rows_of in ((7, 7), (8, 2)):
+                whole = model(set(stories), author, False, None)
+                assert len(whole) == rows_of
+                assert _pages(db, "oldest", author, size, epoch) == (whole, False)
+                newest = model(set(stories), author, True, 3)
+                # a full window (3 rows of 7) ends in a refusal; a short one in an empty page
+                assert _pages(db, "newest", author, size, epoch) == (newest, rows_of >= 3)
+        # `after` with the order attributes only (not the author)
+        whole = model(set(stories), 7, False, None)
+        first = whole[0]
+        page = db.lookup(
+            "oldest", {"author": 7}, limit=10, after={"created": first["created"], "id": first["id"]}
+        )
+        assert page == whole[1:]
+
+
+def test_a_page_after_a_concurrent_insert_neither_repeats_nor_skips(ordered_server: ServerProcess) -> None:
+    with ordered_server.client() as db:
+        epoch = db.write("story", insert=[{"author": 9, "id": 6000 + i, "created": 10 * i} for i in range(6)])
+        first = db.lookup("oldest", {"author": 9}, min_epoch=epoch, limit=3)
+        assert [r["id"] for r in first] == [6000, 6001, 6002]
+        # before the cursor, and after it
+        epoch = db.write(
+            "story",
+            insert=[{"author": 9, "id": 6100, "created": 5}, {"author": 9, "id": 6101, "created": 25}],
+        )
+        second = db.lookup("oldest", {"author": 9}, min_epoch=epoch, limit=3, after=first[-1])
+        assert [r["id"] for r in second] == [6101, 6003, 6004]
+
+
+def test_bad_pages_are_refused(ordered_server: ServerProcess) -> None:
+    with ordered_server.client() as db:
+        db.write("story", insert=[{"author": 4, "id": 7000, "created": 1}])
+        cases = [
+            ("plain", {"limit": 2}, "has no order"),
+            ("oldest", {"after": {"id": 7000}}, "lacks the order attribute 'created'"),
+            ("oldest", {"after": {"created": 1, "id": 7000, "nope": 2}}, "after names 'nope'"),
+            ("oldest", {"after": {"created": "one", "id": 7000}}, "after.created"),
+        ]
+        for view, page, words in cases:
+            with pytest.raises(PomoviewError) as err:
+                db.lookup(view, {"author": 4}, **page)  # type: ignore[arg-type]
+            assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT, (view, page)
+            assert words in str(err.value), (view, page, str(err.value))
+        with pytest.raises(ValueError, match="limit must be >= 1"):
+            db.lookup("oldest", {"author": 4}, limit=0)
+
+
+def test_the_command_line_prints_a_page_in_the_views_order(ordered_server: ServerProcess) -> None:
+    with ordered_server.client() as db:
+        stories = [(11, 8000 + i, c) for i, c in enumerate([3, 9, 1, 7])]
+        epoch = db.write("story", insert=[{"author": a, "id": i, "created": c} for a, i, c in stories])
+        db.lookup("newest", {"author": 11}, min_epoch=epoch)
+
+    def cli(*more: str) -> list[dict[str, int]]:
+        command = [sys.executable, "-m", "pomoview.server.cli", "lookup", "--address", ordered_server.address]
+        done = subprocess.run(
+            [*command, "newest", "author=11", *more], capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, done.stderr
+        return [json.loads(line) for line in done.stdout.splitlines()]
+
+    first = cli("--limit", "2")
+    assert first == model(set(stories), 11, True, 3)[:2]
+    assert cli("--limit", "2", "--after", json.dumps(first[-1])) == model(set(stories), 11, True, 3)[2:]

@@ -152,18 +152,22 @@ class WriteResponse(_message.Message):
     def __init__(self, epoch: _Optional[int] = ...) -> None: ...
 
 class LookupRequest(_message.Message):
-    __slots__ = ("view", "keys", "min_epoch", "key_columns", "columnar")
+    __slots__ = ("view", "keys", "min_epoch", "key_columns", "columnar", "limit", "after")
     VIEW_FIELD_NUMBER: _ClassVar[int]
     KEYS_FIELD_NUMBER: _ClassVar[int]
     MIN_EPOCH_FIELD_NUMBER: _ClassVar[int]
     KEY_COLUMNS_FIELD_NUMBER: _ClassVar[int]
     COLUMNAR_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
     view: str
     keys: _containers.RepeatedCompositeFieldContainer[Row]
     min_epoch: int
     key_columns: Columns
     columnar: bool
-    def __init__(self, view: _Optional[str] = ..., keys: _Optional[_Iterable[_Union[Row, _Mapping]]] = ..., min_epoch: _Optional[int] = ..., key_columns: _Optional[_Union[Columns, _Mapping]] = ..., columnar: _Optional[bool] = ...) -> None: ...
+    limit: int
+    after: Row
+    def __init__(self, view: _Optional[str] = ..., keys: _Optional[_Iterable[_Union[Row, _Mapping]]] = ..., min_epoch: _Optional[int] = ..., key_columns: _Optional[_Union[Columns, _Mapping]] = ..., columnar: _Optional[bool] = ..., limit: _Optional[int] = ..., after: _Optional[_Union[Row, _Mapping]] = ...) -> None: ...
 
 class KeyRows(_message.Message):
     __slots__ = ("rows",)
