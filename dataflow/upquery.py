@@ -335,6 +335,25 @@ class Walk:
         branch.waiting, branch.send, branch.start = None, None, ask
 
 
+def pull_in_step(first: Ask) -> Any | None:
+    """The answer of `first` from what the states hold, or None when it would need a fetch:
+    for an operator that pulls from its input during a step (TopK's refill). The states above
+    have applied the step already, so their answers are the step's; a source index never
+    fetches here (a fetch answers at another epoch than the step's) but reports a miss, and a
+    walk that misses changes no state."""
+    _local.no_fetch = True
+    try:
+        result = Walk(first).advance()
+    finally:
+        _local.no_fetch = False
+    return result.answer if result.done else None
+
+
+def fetches_allowed() -> bool:
+    """False during `pull_in_step`: a source index must not fetch then."""
+    return not getattr(_local, "no_fetch", False)
+
+
 def run(first: Ask) -> Any:
     """The answer of `first` in one round: for walks that cannot miss (full states, a fetch
     that always answers, `covers`). A miss here is a bug."""

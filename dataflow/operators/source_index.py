@@ -37,7 +37,7 @@ from pomoview.dataflow.node import (
 )
 from pomoview.dataflow.state.int_set import IntSet
 from pomoview.dataflow.state.keyed_state import Key, KeyedState, PackedRows, Row, RowLayout
-from pomoview.dataflow.upquery import Miss, Upquery
+from pomoview.dataflow.upquery import Miss, Upquery, fetches_allowed
 from pomoview.dataflow.zset import ZSet
 
 # From this many rows a delta keyed by one int column is grouped by sorting (numpy).
@@ -139,7 +139,7 @@ class SourceIndex(KeyedNode):
             missing = self.state.missing(keys)  # again after a round: another walk may have filled some
             if not missing:
                 return
-            rows = self.fetch(self.source, names, missing, self.filters)
+            rows = self.fetch(self.source, names, missing, self.filters) if fetches_allowed() else None
             if rows is not None:
                 break
             yield Miss(FetchRequest(self.source, names, tuple(missing), self.filters))

@@ -11,14 +11,16 @@ Contract:
   held here.
 - On a delta: inserts enter the window and push its last rows out past `limit` (the key is
   then cut); inserts past the bound of a full window are not held. A delete inside the
-  window of a cut key cannot be refilled from here: the key is evicted, and the next lookup
-  fills it again through the reader's one upquery (from the state above when it holds the
-  key, else from Spark). A delete of a row past a cut bound changes nothing here.
+  window of a cut key leaves a place only the rows above can fill: the key's rows are
+  pulled from the input as it is after the step (`pull_in_step`, from the states above,
+  never a fetch); when the states above lack them, the key is evicted and the next lookup
+  fills it through the reader's one upquery. A delete of a row past a cut bound changes
+  nothing here.
 - On a missing key: the delta is dropped (as every partial state).
 - Full state (no key columns, `--full-state`), or no limit: every row is held, as in
   Reader, and a read sorts and cuts: a full state cannot be evicted to refill it.
-- Subscriptions to a view with a limit are refused by the server (the window's changes are
-  not sent yet); `tap` asserts it.
+- Taps (subscriptions) get the window's changes: the rows that enter and leave it. A tapped
+  key is pinned, and nothing above a pinned reader is evicted, so its refills always pull.
 """
 
 from __future__ import annotations
@@ -26,9 +28,10 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
-from pomoview.dataflow.node import EvictCols, Node, project
-from pomoview.dataflow.operators.reader import Reader, Tap
+from pomoview.dataflow.node import EvictCols, Node, group_by_key, project
+from pomoview.dataflow.operators.reader import Reader
 from pomoview.dataflow.state.keyed_state import Key, Row
+from pomoview.dataflow.upquery import pull_in_step, rows
 from pomoview.dataflow.zset import ZSet
 
 # (column, descending) per order attribute, in priority order.
@@ -81,8 +84,11 @@ class TopK(Reader):
         self.sort_key = sort_key(order)
         # Present keys whose window left rows out (see the module docstring).
         self.cut: set[Key] = set()
-        # Keys evicted because a delete emptied a place in a cut window.
+        # Keys whose window a delete emptied a place in, refilled or evicted.
         self.refills = 0
+        # Fills (upquery answers) and the rows they brought, before the cut.
+        self.fills = 0
+        self.pulled_rows = 0
 
     @property
     def windowed(self) -> bool:
@@ -94,10 +100,12 @@ class TopK(Reader):
         return rows if self.limit is None else rows[: self.limit]
 
     def fill_key(self, key: Key, rows: Iterable[tuple[Row, int]]) -> None:
-        if not self.windowed:
-            super().fill_key(key, rows)
-            return
         held = [(row, weight) for row, weight in rows if weight]
+        self.fills += 1
+        self.pulled_rows += len(held)
+        if not self.windowed:
+            super().fill_key(key, held)
+            return
         assert self.limit is not None
         if len(held) > self.limit:
             held.sort(key=lambda rw: self.sort_key(rw[0]))
@@ -124,14 +132,45 @@ class TopK(Reader):
             new = self._window(key, window, changes)
             if new is None:
                 refill.append(key)
-                continue
-            diff = [(row, -w) for row, w in window.items() if row not in new]
-            diff += [(row, w) for row, w in new.items() if window.get(row) != w]
-            if diff:
-                state.replace(key, diff)
+            else:
+                self._put(key, window, new)
         if refill:
-            self.refills += self.evict_own(refill)
+            self._refill(refill)
         return ZSet()
+
+    def _put(self, key: Key, window: Mapping[Row, int], new: Mapping[Row, int]) -> None:
+        """Replaces the key's window by `new`, handing its taps the rows that left and came."""
+        diff = [(row, -w) for row, w in window.items() if row not in new]
+        diff += [(row, w) for row, w in new.items() if window.get(row) != w]
+        if diff:
+            self.state.replace(key, diff)
+            for tap in self.taps.get(key, ()):
+                tap.capture(diff)
+
+    def _refill(self, keys: list[Key]) -> None:
+        """Refills the windows of `keys` (a delete emptied a place in each) from the input, as
+        it is after this step, when the states above hold them (Zero's Take pulls past its
+        bound); else evicts them, and the next lookup fills them."""
+        self.refills += len(keys)
+        answer = pull_in_step(rows(self.inputs[0], self.key_cols, keys))
+        if answer is None:
+            # Invariant: a subscription's key is pinned, and nothing above a pinned reader is
+            # evicted, so the states above still hold it and the pull answers.
+            assert not any(k in self.taps for k in keys), f"TopK could not refill subscribed keys {keys}"
+            self.evict_own(keys)
+            return
+        assert self.limit is not None
+        grouped = group_by_key(answer.items(), self.key_cols, keys)
+        for key in keys:
+            got = sorted((r for r, w in grouped.get(key, ()) if w > 0), key=self.sort_key)
+            self.pulled_rows += len(got)
+            if len(got) > self.limit:
+                self.cut.add(key)
+                got = got[: self.limit]
+            else:
+                self.cut.discard(key)
+            window = dict(self.state.view_of(key, self.state.peek(key)))
+            self._put(key, window, dict.fromkeys(got, 1))
 
     def _window(
         self, key: Key, window: dict[Row, int], changes: list[tuple[Row, int]]
@@ -159,10 +198,6 @@ class TopK(Reader):
             self.cut.add(key)
         return new
 
-    def tap(self, keys: Collection[Key], tap: Tap) -> None:
-        assert not self.windowed, "subscriptions to a view with a limit are refused by the server"
-        super().tap(keys, tap)
-
     def on_evict(self, port: int, cols: EvictCols, keys: Collection[Key]) -> None:
         super().on_evict(port, cols, keys)
         self._forget_cut()
@@ -180,4 +215,8 @@ class TopK(Reader):
     def describe(self) -> str:
         order = ", ".join(f"{self.schema[c]}{' desc' if d else ''}" for c, d in self.order)
         limit = "" if self.limit is None else f" limit {self.limit}"
-        return f"TopK(order by {order}{limit}){self.schema}"
+        held = f"at most {self.limit} rows per key" if self.windowed else "every row, cut on read"
+        return (
+            f"TopK(order by {order}{limit}){self.schema}: holds {held}; {self.fills} fills pulled "
+            f"{self.pulled_rows} rows; {self.refills} refills after a delete in a window"
+        )

@@ -244,13 +244,6 @@ class Lookups:
         upqueried as a lookup's; the keys stay present until `unsubscribe`."""
         if not keys:
             raise InvalidArgument("a subscription needs at least one key")
-        order = self._view.require_program().checked.view_orders.get(view)
-        if order is not None and order.limit is not None:
-            # A window's changes (rows entering and leaving the top) are not sent yet.
-            raise InvalidArgument(
-                f"view {view!r} has a limit ({order.limit}); subscriptions to a view with a limit are "
-                "not supported yet: subscribe to a view of the same rows without `limit`"
-            )
         attached: list[tuple[Subscription, list[Key]]] = []
         state = self._view
 

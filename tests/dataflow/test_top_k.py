@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from pomoview.dataflow.circuit import Circuit
 from pomoview.dataflow.operators.top_k import TopK, sort_key
+from pomoview.dataflow.operators.union import Union
 from pomoview.dataflow.state.keyed_state import Row
 from pomoview.dataflow.zset import ZSet
 
@@ -80,20 +81,69 @@ def test_windows_match_sorted_rows_from_scratch(
         assert circuit.lookup([(k,)])[0] == expected(store, k, order, limit)
 
 
-def test_a_delete_in_a_cut_window_evicts_the_key_and_the_next_lookup_refills_it() -> None:
+def test_a_delete_in_a_cut_window_pulls_the_next_rows_from_the_state_above() -> None:
     store = Store(SCHEMA)
     store.apply({"r": {(0, s, s): 1 for s in range(5)}})
     circuit, top = build(store, ((1, True),), 2, partial=True)
     assert circuit.lookup([(0,)]) == [[(0, 4, 4), (0, 3, 3)]]
     assert len(top.state.get((0,)) or {}) == 2 and (0,) in top.cut
-    circuit.step(apply(store, {(0, 3, 3): -1}))  # inside the window: only above can refill
-    assert top.state.get((0,)) is None and top.refills == 1
     fetches = len(store.fetches)
-    assert circuit.lookup([(0,)]) == [[(0, 4, 4), (0, 2, 2)]]
-    assert len(store.fetches) == fetches  # refilled from the source index above, kept by key
+    circuit.step(apply(store, {(0, 3, 3): -1}))  # inside the window: only above can refill
+    assert top.refills == 1 and set(top.state.get((0,)) or {}) == {(0, 4, 4), (0, 2, 2)}
+    assert len(store.fetches) == fetches  # pulled from the source index, which holds the key
     circuit.step(apply(store, {(0, 0, 0): -1, (0, 9, 9): 1}))  # past the bound, and a new top
-    assert top.state.get((0,)) is not None and top.refills == 1
+    assert top.refills == 1
     assert circuit.lookup([(0,)]) == [[(0, 9, 9), (0, 4, 4)]]
+
+
+def test_a_refill_the_states_above_cannot_answer_evicts_the_key_and_fetches_nothing() -> None:
+    store = Store({"r": SCHEMA["r"], "s": SCHEMA["r"]})
+    store.apply({"r": {(0, s, s): 1 for s in range(5)}, "s": {(0, 7, 7): 1}})
+    r, other = store.index("r", (0,), True), store.index("s", (0,), True)
+    top = TopK(Union((r, other)), (0,), partial=True, order=((1, True),), limit=2)
+    circuit = Circuit(top)
+    circuit.hydrate()
+    assert circuit.lookup([(0,)]) == [[(0, 7, 7), (0, 4, 4)]]
+    other.state.evict((0,))  # one state above lost the key (as a join's other side may)
+    fetches = len(store.fetches)
+    circuit.step(store.apply({"r": {(0, 4, 4): -1}}))
+    assert top.state.get((0,)) is None and top.refills == 1
+    assert len(store.fetches) == fetches and other.state.get((0,)) is None  # no fetch mid-step
+    assert circuit.lookup([(0,)]) == [[(0, 7, 7), (0, 3, 3)]]  # the next lookup fills it
+
+
+class Changes:
+    """A tap that keeps the changes it is handed."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[Row, int]] = []
+
+    def capture(self, changes: list[tuple[Row, int]]) -> None:
+        self.seen += changes
+
+
+@SETTINGS
+@given(
+    initial=st.sets(row_st, max_size=12),
+    writes=st.lists(st.dictionaries(row_st, st.sampled_from((1, -1)), max_size=6), max_size=10),
+)
+def test_taps_see_the_window_change_as_the_model(initial: set, writes: list) -> None:
+    store = Store(SCHEMA)
+    store.apply({"r": dict.fromkeys(initial, 1)})
+    order = ((1, True), (2, False))
+    circuit, top = build(store, order, 2, partial=True)
+    [rows] = circuit.lookup([(0,)])
+    tap = Changes()
+    top.tap([(0,)], tap)
+    held = dict.fromkeys(rows, 1)
+    for ops in writes:
+        circuit.step(apply(store, ops))
+        for row, weight in tap.seen:
+            held[row] = held.get(row, 0) + weight
+            if not held[row]:
+                del held[row]
+        tap.seen.clear()
+        assert sorted(held, key=sort_key(order)) == expected(store, 0, order, 2)
 
 
 def test_descending_strings_and_the_tie_break() -> None:

@@ -4,10 +4,13 @@ server, Spark and gRPC, against a sorted Python model of the same rows after ran
 
 from __future__ import annotations
 
+import contextlib
 import json
+import queue
 import random
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +19,7 @@ import pytest
 
 from pomoview.client import Client
 from pomoview.client.errors import PomoviewError
+from pomoview.client.subscription import Change
 
 from .server_process import ServerProcess
 
@@ -112,23 +116,70 @@ def _existing(db: Client) -> list[tuple[int, int, int]]:
     return rows  # type: ignore[return-value]
 
 
-def test_a_subscription_to_a_view_with_a_limit_is_refused(ordered_server: ServerProcess) -> None:
+def test_a_subscription_to_a_window_sees_rows_enter_and_leave_it(ordered_server: ServerProcess) -> None:
+    """The snapshot is the key's window; each change is the rows that entered and left it at
+    one epoch; folded in order they equal the sorted model at that epoch (deletes of the top
+    row included, which refill the window from the state above)."""
+    rng = random.Random(77)
+    author = 20
     with ordered_server.client() as db:
-        with pytest.raises(PomoviewError) as err:
-            next(iter(db.subscribe("newest", [{"author": 1}])))
-        assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT
-        assert "has a limit (3)" in str(err.value)
-        sub = db.subscribe("oldest", [{"author": 1}])  # an order without a limit is served
-        first = next(iter(sub))
+        stories = {(author, 9000 + i, rng.randrange(4)) for i in range(6)}
+        db.write("story", insert=[{"author": a, "id": i, "created": c} for a, i, c in stories])
+        sub = db.subscribe("newest", [{"author": author}])
+        changes: queue.Queue[Change] = queue.Queue()
+
+        def collect() -> None:  # the stream, read on a thread: the test waits with a deadline
+            with contextlib.suppress(PomoviewError):
+                for change in sub:
+                    changes.put(change)
+
+        collector = threading.Thread(target=collect, daemon=True)
+        collector.start()
+        first = changes.get(timeout=60)
         assert first.snapshot
+        held = {(r["author"], r["id"], r["created"]) for r in first.inserts}
+        windows = {first.epoch: model(stories, author, True, 3)}
+        assert sorted(held, key=lambda s: (-s[2], s[1])) == [tuple(r.values()) for r in windows[first.epoch]]
+        next_id, epoch = 9100, first.epoch
+        for _ in range(10):
+            top = model(stories, author, True, 1)
+            deletes = {(r["author"], r["id"], r["created"]) for r in top} if rng.random() < 0.6 else set()
+            inserts = {(author, next_id + k, rng.randrange(4)) for k in range(rng.randint(0, 2))}
+            next_id += 3
+            epoch = db.write(
+                "story",
+                insert=[{"author": a, "id": i, "created": c} for a, i, c in inserts],
+                delete=[{"author": a, "id": i, "created": c} for a, i, c in deletes],
+            )
+            stories = (stories | inserts) - deletes
+            windows[epoch] = model(stories, author, True, 3)
+        # a last write that surely changes the window, so that the loop below ends
+        epoch = db.write("story", insert=[{"author": author, "id": 9999, "created": 100}])
+        stories.add((author, 9999, 100))
+        windows[epoch] = model(stories, author, True, 3)
+        while True:
+            change = changes.get(timeout=60)  # raises Empty if the window's change never comes
+            for r in change.deletes:
+                held.remove((r["author"], r["id"], r["created"]))
+            for r in change.inserts:
+                held.add((r["author"], r["id"], r["created"]))
+            want = [(r["author"], r["id"], r["created"]) for r in windows[change.epoch]]
+            assert sorted(held, key=lambda s: (-s[2], s[1])) == want, change.epoch
+            if change.epoch == epoch:
+                break
         sub.close()
+        collector.join(timeout=30)
 
 
 def test_describe_names_the_top_k(ordered_server: ServerProcess) -> None:
     with ordered_server.client() as db:
         db.lookup("newest", {"author": 0})
         described = str(db.describe("newest"))
-        assert "TopK(order by" in described and "limit 3" in described
+        assert "TopK(order by created desc, id limit 3)" in described, described
+        assert "holds at most 3 rows per key" in described and " rows; " in described
+        nodes = db.describe("newest")["nodes"]
+        top = [n for n in nodes if n["operator"] == "TopK"]  # type: ignore[index, union-attr]
+        assert len(top) == 1 and top[0]["rows"] <= 3 * top[0]["present_keys"], top
 
 
 def _pages(db: Client, view: str, author: int, size: int, epoch: int) -> tuple[list[dict], bool]:
