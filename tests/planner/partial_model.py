@@ -19,6 +19,7 @@ from pomoview.dataflow.circuit import Circuit
 from pomoview.dataflow.node import FetchRequest, Filters, KeyedNode, Node, matches, project
 from pomoview.dataflow.operators.aggregate_join import AggregateJoin
 from pomoview.dataflow.operators.source_index import SourceIndex
+from pomoview.dataflow.operators.top_k import TopK
 from pomoview.dataflow.state.keyed_pair import KeyedPair
 from pomoview.dataflow.state.keyed_state import Key, Row
 from pomoview.dataflow.zset import ZSet
@@ -97,13 +98,14 @@ class Model:
         """Runs the lookup with the requests it holds answered from the sources now; returns
         the rows, or None when it needs more fetches (they are added to `pending`)."""
 
-        def fetch(
-            source: str, names: tuple[str, ...], keys: list[Key], filters: Filters
-        ) -> list[Row] | None:
+        def fetch(source: str, names: tuple[str, ...], keys: list[Key], filters: Filters) -> list[Row] | None:
             for r in pending.requests:
-                if r.source == source and r.columns == names and set(keys) <= set(r.keys) and set(
-                    r.filters
-                ) <= set(filters):
+                if (
+                    r.source == source
+                    and r.columns == names
+                    and set(keys) <= set(r.keys)
+                    and set(r.filters) <= set(filters)
+                ):
                     self.fetches += 1
                     return self.now(source, names, keys, filters)
             return None
@@ -127,7 +129,8 @@ class Model:
         recently used ones, or at random), with what below was derived from them. Returns
         what it did, or None when no partial state has a present key."""
         nodes = [
-            n for n in self.partial.graph.nodes
+            n
+            for n in self.partial.graph.nodes
             if (state := n.eviction_state()) is not None and state.present_keys()
         ]
         if not nodes:
@@ -187,6 +190,14 @@ class Model:
                     names = tuple(node.schema[c] for c in node.key_cols)
                     want = set(self.now(node.source, names, [key], node.filters))
                     assert set(node.state.get(key) or {}) == want, f"{node.describe()} at {key!r}"
+            elif isinstance(node, TopK) and node.windowed:
+                # A window: the first `limit` of the key's rows from scratch, in the view's order.
+                by_key = restricted(output(node.inputs[0]), node.key_cols)
+                for key in node.state.keys():
+                    window = sorted(by_key.get(key, {}), key=node.sort_key)[: node.limit]
+                    assert dict(node.state.get(key) or {}) == dict.fromkeys(window, 1), (
+                        f"{node.describe()} at {key!r}"
+                    )
             elif isinstance(node, KeyedNode) and node.inputs:
                 by_key = restricted(output(node.inputs[0]), node.key_cols)
                 for key in node.state.keys():
