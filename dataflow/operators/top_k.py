@@ -215,7 +215,12 @@ class TopK(Reader):
     def describe(self) -> str:
         order = ", ".join(f"{self.schema[c]}{' desc' if d else ''}" for c, d in self.order)
         limit = "" if self.limit is None else f" limit {self.limit}"
-        held = f"at most {self.limit} rows per key" if self.windowed else "every row, cut on read"
+        held = (
+            f"at most {self.limit} rows per key (refills pull from the states above, which hold every "
+            "row of a present key)"
+            if self.windowed
+            else "every row, cut on read"
+        )
         return (
             f"TopK(order by {order}{limit}){self.schema}: holds {held}; {self.fills} fills pulled "
             f"{self.pulled_rows} rows; {self.refills} refills after a delete in a window"

@@ -551,3 +551,11 @@ def test_an_ordered_view_carries_its_order_and_limit() -> None:
     # the words of the clause stay names elsewhere
     named = H + "order(limit: A) :- r(a: A).\nview order(limit) order by limit desc."
     assert validate(parse(named), named).view_orders["order"].by == (("limit", True),)
+
+
+def test_an_order_by_an_attribute_of_no_one_type_is_refused() -> None:
+    text = H + "v(a: A, m: M) :- r(a: A), M := pick B : r(a: A, b: B).\nview v(a) order by m."
+    with pytest.raises(ProgramError) as err:
+        validate(parse(text), text, aggregates=("pick",))
+    message = str(err.value)
+    assert "4:20" in message and "ordered by 'm', whose values have no one type (any)" in message
