@@ -1,0 +1,41 @@
+"""bench/top_k.py at scale 0.01 with short windows, so that it cannot rot: a real server, the
+bulk load, DuckDB and the sorted model, every phase (cold, warm windows, at rest, the state
+of every node, the top row's delete and the writes beside it), and the answers checked inside
+the benchmark (which raises on a mismatch). Figures are printed, not asserted; here only that
+the table has them."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+import top_k  # noqa: E402
+
+
+def test_the_top_k_benchmark_runs_at_scale_one_hundredth() -> None:
+    argv = ["--scale", "0.01", "--window", "0.3", "--windows", "1", "--cold", "3", "--deletes", "2"]
+    out = top_k.main(argv)
+    assert out["checked"] > 500 and out["wrong"] == []
+    for view in top_k.VIEWS:
+        for group in ("hot", "tail"):
+            cell = out["cold"][view][group]
+            assert cell["s"] and all(s > 0 for s in cell["s"]), (view, group)
+            assert min(cell["fetched"]) > 0 and min(cell["jobs"]) >= 1, (view, group, cell)
+            assert bool(cell["duck"]) == (view != "all")
+        for phase in ("zipf", "small"):
+            row = out["warm"][phase][view]
+            assert row["keys_per_s"] > 0 and 0 < row["p50"] <= row["p99"], (phase, view, row)
+        operators = [n["operator"] for n in out["state"][view]]
+        assert operators[-1] == ("Reader" if view == "all" else "TopK") and "SourceIndex" in operators
+    for view in ("newest", "top"):
+        for peer in ("pomoview", "duckdb", "model"):
+            assert 0 < out["rest"][view][peer]["p50"] <= out["rest"][view][peer]["p99"]
+    assert list(out["deletes"]) == list(top_k.DELETE_TRIALS)
+    for kind, trials in out["deletes"].items():
+        assert len(trials) == 2 and all(t["s"] > 0 for t in trials), kind
+    # The top row's delete evicts the cut window at the TopK, which refills it from above.
+    for view in ("newest", "top"):
+        topk = [c for c in out["deletes"][view][0]["nodes"].values() if c.startswith("TopK")]
+        assert topk and "evictions +1" in topk[0] and "fills +1" in topk[0], out["deletes"][view][0]
