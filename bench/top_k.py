@@ -36,11 +36,11 @@ Phases and figures:
   keys, rows and rows per present key, operator and detail.
 - the top row's delete: for `--deletes` warm authors whose windows left rows out (the
   hottest among them), the story of each ordered view's first row is deleted, then timed
-  until a lookup with min_epoch answers (write, apply, evict, refill; the write's ack
-  apart); `stats()`' upqueries and spark_jobs before and after, and per node the change of
-  rows, present keys, fills (DataflowNode.upqueries: keys filled) and evictions. stats()'
-  upqueries counts lookups that waited for a Spark fetch: a TopK refilled from the state
-  above is not one, and shows only in its node's fills and evictions. Beside it, writes
+  until a lookup with min_epoch answers (write, apply and the window's refill in the step;
+  the write's ack apart); `stats()`' upqueries and spark_jobs before and after, and per node
+  the change of rows, present keys, fills (DataflowNode.upqueries: keys filled), evictions,
+  and a TopK's refills and the rows they pulled (from its detail). stats()' upqueries counts
+  lookups that waited for a Spark fetch: a TopK refilled from the state above is not one. Beside it, writes
   that need no refill as such: a new newest story (then topStories' next lookup, since the
   story joins no count yet), and one vote for topStories' first story.
 
@@ -56,6 +56,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import signal
 import statistics
 import sys
@@ -342,12 +343,32 @@ def state_rows(db: Client) -> dict[str, list[dict[str, Any]]]:
     return {v: [{k: n[k] for k in keep} for n in nodes(db, v).values() if n["stateful"]] for v in VIEWS}
 
 
+def _counts(node: dict[str, Any]) -> dict[str, int]:
+    """A node's counters: its fields, and a TopK's refills and pulled rows (from its detail)."""
+    out = {f: int(node[f]) for f in ("rows", "present_keys", "upqueries", "evictions")}
+    for name, pattern in (("refills", r"(\d+) refills"), ("pulled", r"pulled (\d+) rows")):
+        found = re.search(pattern, str(node["detail"]))
+        out[name] = int(found.group(1)) if found else 0
+    return out
+
+
 def node_changes(before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]]) -> dict[str, str]:
-    """Per node that changed: its rows, present keys, fills (its upqueries) and evictions."""
-    fields = {"rows": "rows", "present_keys": "keys", "upqueries": "fills", "evictions": "evictions"}
+    """Per node that changed: its rows, present keys, fills (its upqueries), evictions, and a
+    TopK's refills and the rows they pulled."""
+    fields = {
+        "rows": "rows",
+        "present_keys": "keys",
+        "upqueries": "fills",
+        "evictions": "evictions",
+        "refills": "refills",
+        "pulled": "pulled rows",
+    }
     out = {}
     for i, n in after.items():
-        deltas = [(name, int(n[f]) - int(before[i][f])) for f, name in fields.items() if i in before]
+        if i not in before:
+            continue
+        now, then = _counts(n), _counts(before[i])
+        deltas = [(name, now[f] - then[f]) for f, name in fields.items()]
         if any(d for _, d in deltas):
             out[i] = f"{n['operator']} " + ", ".join(f"{name} {d:+d}" for name, d in deltas if d)
     return out
