@@ -175,25 +175,36 @@ class TopK(Reader):
     def _window(
         self, key: Key, window: dict[Row, int], changes: list[tuple[Row, int]]
     ) -> dict[Row, int] | None:
-        """The key's window after `changes`, or None when a delete inside a cut window
-        leaves a place only the rows above can fill."""
+        """The key's window after `changes`, or None when only the rows above can say it.
+
+        A cut window holds exactly `limit` rows, and every row of the key up to its last
+        one (the bound): what lies past the bound is unknown here. So after the changes
+        the window is known when at least `limit` rows up to the old bound remain (a vote
+        that moves a row within the window, or a delete matched by an insert before the
+        bound); else a place is empty that a row past the bound may fill, and it is None."""
         cut = key in self.cut
         new = dict(window)
         for row, weight in changes:
-            total = new.get(row, 0) + weight
             if weight < 0 and row not in window:
                 if not cut:  # a complete window holds every row: a delete of another is a bug
                     raise AssertionError(f"TopK delete of {row!r}, not in the complete window of {key!r}")
                 continue  # past the bound: not held here
+            total = new.get(row, 0) + weight
             if total > 0:
                 new[row] = total
             else:
                 new.pop(row, None)
-                if cut:
-                    return None
-        assert self.limit is not None
-        if len(new) > self.limit:
-            kept = sorted(new, key=self.sort_key)[: self.limit]
+        limit = self.limit
+        assert limit is not None
+        if cut:
+            assert len(window) == limit, f"a cut window of {key!r} holds {len(window)} rows, not {limit}"
+            bound = max(self.sort_key(row) for row in window)
+            known = [row for row in new if not bound < self.sort_key(row)]
+            if len(known) < limit:
+                return None
+            return {row: new[row] for row in sorted(known, key=self.sort_key)[:limit]}
+        if len(new) > limit:
+            kept = sorted(new, key=self.sort_key)[:limit]
             new = {row: new[row] for row in kept}
             self.cut.add(key)
         return new

@@ -162,3 +162,15 @@ def test_an_insert_that_pushes_a_row_out_cuts_the_window() -> None:
     assert (0,) in top.cut and len(top.state.get((0,)) or {}) == 2
     circuit.step(apply(store, {(0, 3, 3): -1}))
     assert circuit.lookup([(0,)]) == [[(0, 2, 2), (0, 1, 1)]]
+
+
+def test_a_row_moving_within_a_cut_window_needs_no_refill_and_one_moving_past_it_does() -> None:
+    store = Store(SCHEMA)
+    store.apply({"r": {(0, s, s): 1 for s in range(5)}})
+    circuit, top = build(store, ((1, True),), 2, partial=True)
+    assert circuit.lookup([(0,)]) == [[(0, 4, 4), (0, 3, 3)]]
+    circuit.step(apply(store, {(0, 3, 3): -1, (0, 5, 3): 1}))  # a vote: it moves up
+    assert top.refills == 0 and set(top.state.get((0,)) or {}) == {(0, 5, 3), (0, 4, 4)}
+    circuit.step(apply(store, {(0, 4, 4): -1, (0, 1, 4): 1}))  # it falls past the bound
+    assert top.refills == 1 and set(top.state.get((0,)) or {}) == {(0, 5, 3), (0, 2, 2)}
+    assert circuit.lookup([(0,)]) == [[(0, 5, 3), (0, 2, 2)]]
