@@ -18,7 +18,7 @@ from pomoview.planner.frontend.values import is_nan
 from pomoview.proto.pomoview.v1 import view_service_pb2 as pb
 from pomoview.proto.pomoview.v1 import view_service_pb2_grpc as pb_grpc
 from pomoview.server.api.answers import FORMS, ColumnEncoder, RowAnswer, to_value
-from pomoview.server.errors import ServiceError
+from pomoview.server.errors import FailedPrecondition, NotFound, ServiceError
 from pomoview.server.load.bulk_load import Progress
 from pomoview.server.reads.pages import Page, check_page, cut_page
 from pomoview.server.scheduler.scheduler import Scheduler
@@ -315,9 +315,10 @@ class ViewService(pb_grpc.ViewServiceServicer):
         """A page of each key's rows of an ordered view (server/reads/pages.py), read on the
         locked path: the page is cut from the key's rows at the answer's epoch."""
         view, program = request.view, self.scheduler.program
-        if program is None or view not in program.views:
-            self.scheduler.lookup(view, keys, min_epoch)  # raises, naming what is missing
-            raise AssertionError("a lookup of a view the program lacks answered")
+        if program is None:
+            raise FailedPrecondition("no program is installed; call Install first")
+        if view not in program.views:
+            raise NotFound(f"no view named {view!r} (views: {', '.join(sorted(program.views)) or 'none'})")
         relation = program.relations[view]
         order, attributes = program.checked.view_orders.get(view), relation.attributes
         after = typed_row(request.after, "after") if request.HasField("after") else None

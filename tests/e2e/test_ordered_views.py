@@ -273,3 +273,11 @@ def test_the_command_line_prints_a_page_in_the_views_order(ordered_server: Serve
     first = cli("--limit", "2")
     assert first == model(set(stories), 11, True, 3)[:2]
     assert cli("--limit", "2", "--after", json.dumps(first[-1])) == model(set(stories), 11, True, 3)[2:]
+
+
+def test_a_page_of_an_unknown_view_is_not_found(ordered_server: ServerProcess) -> None:
+    with ordered_server.client() as db:
+        with pytest.raises(PomoviewError) as err:
+            db.lookup("nope", {"author": 1}, limit=2)
+        assert err.value.code == grpc.StatusCode.NOT_FOUND
+        assert "no view named 'nope' (views: newest, oldest, plain)" in str(err.value)
