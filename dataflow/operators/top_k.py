@@ -25,6 +25,7 @@ Contract:
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
@@ -56,14 +57,32 @@ class _Desc:
     __hash__ = None  # type: ignore[assignment]
 
 
+# Values a descending column negates (C comparisons; a column's values are all of its type,
+# but for an int where a float is declared, both numbers): the others are wrapped in _Desc.
+_NUMBERS = (int, float, bool)
+
+
+def _descending(value: Any) -> Any:
+    return -value if type(value) in _NUMBERS else _Desc(value)
+
+
 def sort_key(order: OrderColumns) -> Any:
     """The sort key of a row in `order`, the whole row last (the tie break)."""
     columns = [(c, d) for c, d in order]
 
     def key(row: Row) -> tuple[Any, ...]:
-        return (*[_Desc(row[c]) if d else row[c] for c, d in columns], row)
+        return (*[_descending(row[c]) if d else row[c] for c, d in columns], row)
 
     return key
+
+
+def first_rows(rows: Iterable[Row], limit: int | None, key: Any) -> list[Row]:
+    """The first `limit` of `rows` (None: all) in the order of `key`, sorted: a heap of
+    `limit` when that is fewer than the rows (a key's refill takes 10 of thousands)."""
+    rows = list(rows)
+    if limit is None or limit >= len(rows):
+        return sorted(rows, key=key)
+    return heapq.nsmallest(limit, rows, key=key)
 
 
 class TopK(Reader):
@@ -96,8 +115,7 @@ class TopK(Reader):
         return self.limit is not None and self.state.partial
 
     def rows_in_order(self, group: Mapping[Row, int]) -> list[Row]:
-        rows = sorted(group, key=self.sort_key)
-        return rows if self.limit is None else rows[: self.limit]
+        return first_rows(group, self.limit, self.sort_key)
 
     def fill_key(self, key: Key, rows: Iterable[tuple[Row, int]]) -> None:
         held = [(row, weight) for row, weight in rows if weight]
@@ -108,8 +126,7 @@ class TopK(Reader):
             return
         assert self.limit is not None
         if len(held) > self.limit:
-            held.sort(key=lambda rw: self.sort_key(rw[0]))
-            held = held[: self.limit]
+            held = [(row, 1) for row in first_rows((r for r, _ in held), self.limit, self.sort_key)]
             self.cut.add(key)
         else:
             self.cut.discard(key)
@@ -162,11 +179,11 @@ class TopK(Reader):
         assert self.limit is not None
         grouped = group_by_key(answer.items(), self.key_cols, keys)
         for key in keys:
-            got = sorted((r for r, w in grouped.get(key, ()) if w > 0), key=self.sort_key)
-            self.pulled_rows += len(got)
-            if len(got) > self.limit:
+            pulled = [r for r, w in grouped.get(key, ()) if w > 0]
+            self.pulled_rows += len(pulled)
+            got = first_rows(pulled, self.limit, self.sort_key)
+            if len(pulled) > self.limit:
                 self.cut.add(key)
-                got = got[: self.limit]
             else:
                 self.cut.discard(key)
             window = dict(self.state.view_of(key, self.state.peek(key)))
@@ -204,7 +221,7 @@ class TopK(Reader):
                 return None
             return {row: new[row] for row in sorted(known, key=self.sort_key)[:limit]}
         if len(new) > limit:
-            kept = sorted(new, key=self.sort_key)[:limit]
+            kept = first_rows(new, limit, self.sort_key)
             new = {row: new[row] for row in kept}
             self.cut.add(key)
         return new
