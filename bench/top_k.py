@@ -66,14 +66,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from reader_window import run_window  # noqa: E402
+from top_k_data import HOURS, LIMIT, Check, Data, Duck, Pairs, pairs  # noqa: E402
 from vote import pct  # noqa: E402  (vote puts the repository on sys.path)
 
 from pomoview.client import Client  # noqa: E402
@@ -93,8 +91,6 @@ view topStories(author_id) order by votes desc, id limit 10.
 view allStories(author_id).
 """
 VIEWS = {"newest": "newestStories", "top": "topStories", "all": "allStories"}
-LIMIT = 10
-HOURS = 365 * 24
 HOT_RANKS = (1, 2, 3, 5, 10, 20, 50, 100)
 DELETE_TRIALS = {  # the delete phase's writes, as the table names them
     "newest": "newestStories: delete the first row's story",
@@ -105,132 +101,10 @@ DELETE_TRIALS = {  # the delete phase's writes, as the table names them
 }
 USER_BASE = 1_000_000_000  # the votes written by the delete phase
 STARTED = [time.monotonic()]
-Pairs = list[tuple[int, int]]  # (id, created) or (id, votes), in the view's order
 
 
 def say(text: str) -> None:
     print(f"[{time.monotonic() - STARTED[0]:6.1f} s] {text}", flush=True)
-
-
-def zipf(rng: np.random.Generator, n: int, count: int) -> np.ndarray:
-    """`count` ids in 1..n, id k with weight k^-1.08."""
-    cdf = np.cumsum(np.arange(1, n + 1, dtype=np.float64) ** -1.08)
-    return np.searchsorted(cdf / cdf[-1], rng.random(count), side="right").astype(np.int64) + 1
-
-
-# -- the data and the sorted model -----------------------------------------------------------
-
-
-class Data:
-    """The seeded rows, and the sorted model: each author's stories in each view's order,
-    kept up to date with the delete phase's writes."""
-
-    def __init__(self, scale: float, seed: int = 1) -> None:
-        self.n_authors = max(50, round(10_000 * scale))
-        self.n_stories = max(500, round(100_000 * scale))
-        self.n_votes = max(10_000, round(2_000_000 * scale))
-        rng = np.random.default_rng(seed)
-        self.author = zipf(rng, self.n_authors, self.n_stories)  # of story id i + 1
-        self.created = rng.integers(0, HOURS, self.n_stories).astype(np.int64)
-        self.vote_story = zipf(rng, self.n_stories, self.n_votes)
-        votes = np.bincount(self.vote_story, minlength=self.n_stories + 1)
-        self.stories = {
-            i + 1: (int(a), int(c)) for i, (a, c) in enumerate(zip(self.author, self.created, strict=True))
-        }
-        self.votes: list[int] = votes.tolist()
-        self.by_author: dict[int, set[int]] = {}
-        for story, (author, _) in self.stories.items():
-            self.by_author.setdefault(author, set()).add(story)
-        self.sorted: dict[str, dict[int, Pairs]] = {"newest": {}, "top": {}}
-        for author in self.by_author:
-            self._sort(author)
-
-    def write(self, folder: Path) -> dict[str, Path]:
-        ids = np.arange(1, self.n_stories + 1, dtype=np.int64)
-        paths = {"story": folder / "story.parquet", "vote": folder / "vote.parquet"}
-        story = pa.table({"id": ids, "author_id": self.author, "created": self.created})
-        users = np.arange(self.n_votes, dtype=np.int64)
-        for name, table in (
-            ("story", story),
-            ("vote", pa.table({"story_id": self.vote_story, "user": users})),
-        ):
-            pq.write_table(table, paths[name])
-        return paths
-
-    def _sort(self, author: int) -> None:
-        ids = self.by_author.get(author, set())
-        newest = sorted((-self.stories[i][1], i) for i in ids)
-        top = sorted((-self.votes[i], i) for i in ids)
-        self.sorted["newest"][author] = [(i, -c) for c, i in newest]
-        self.sorted["top"][author] = [(i, -v) for v, i in top]
-
-    def answer(self, view: str, author: int) -> Pairs:
-        """The model's lookup: the author's first LIMIT rows (the timed peer)."""
-        return self.sorted[view].get(author, [])[:LIMIT]
-
-    def all_rows(self, author: int) -> set[tuple[int, int]]:
-        return {(i, self.stories[i][1]) for i in self.by_author.get(author, ())}
-
-    def count(self, author: int) -> int:
-        return len(self.by_author.get(author, ()))
-
-    def delete(self, story: int) -> dict[str, int]:
-        author, created = self.stories.pop(story)
-        self.by_author[author].discard(story)
-        self._sort(author)
-        return {"id": story, "author_id": author, "created": created}
-
-    def insert(self, story: int, author: int, created: int) -> dict[str, int]:
-        self.stories[story] = (author, created)
-        self.votes += [0] * (story + 1 - len(self.votes))
-        self.by_author.setdefault(author, set()).add(story)
-        self._sort(author)
-        return {"id": story, "author_id": author, "created": created}
-
-    def vote(self, story: int) -> None:
-        self.votes[story] += 1
-        self._sort(self.stories[story][0])
-
-
-class Duck:
-    """DuckDB over the same Parquet files: each lookup one query, in the views' order."""
-
-    def __init__(self, paths: dict[str, Path]) -> None:
-        self.con = duckdb.connect()
-        story, vote = (str(paths[k]).replace("'", "''") for k in ("story", "vote"))
-        self.sql = {
-            "newest": f"SELECT id, created FROM '{story}' WHERE author_id = $1 {{}}"
-            f" ORDER BY created DESC, id LIMIT {LIMIT}",
-            "top": f"SELECT s.id, count(v.story_id) AS votes FROM '{story}' s"
-            f" LEFT JOIN '{vote}' v ON v.story_id = s.id WHERE s.author_id = $1 {{}}"
-            f" GROUP BY s.id ORDER BY votes DESC, s.id LIMIT {LIMIT}",
-        }
-
-    def answer(self, view: str, author: int, deleted: Sequence[int] = ()) -> Pairs:
-        column = "s.id" if view == "top" else "id"
-        left_out = f"AND {column} NOT IN ({', '.join(map(str, deleted))})" if deleted else ""
-        return [
-            (int(a), int(b))
-            for a, b in self.con.execute(self.sql[view].format(left_out), [author]).fetchall()
-        ]
-
-
-class Check:
-    """Counts the answers compared; keeps a line per mismatch."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        self.wrong: list[str] = []
-
-    def same(self, got: object, want: object, what: str) -> None:
-        self.count += 1
-        if got != want:
-            self.wrong.append(f"{what}: {got} != {want}")
-
-
-def pairs(view: str, rows: Sequence[dict[str, object]]) -> Pairs:
-    second = "votes" if view == "top" else "created"
-    return [(int(r["id"]), int(r[second])) for r in rows]  # type: ignore[call-overload]
 
 
 def timed(fn: Callable[..., Any], *args: Any) -> tuple[float, Any]:

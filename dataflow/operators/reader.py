@@ -80,10 +80,15 @@ class Reader(KeyedNode):
                 if key not in before:
                     before[key] = peek(key)
 
-    def on_delta(self, port: int, delta: ZSet[Row]) -> ZSet[Row]:
-        by_key: dict[Key, list[tuple[Row, int]]] = {}
+    def by_key(self, delta: ZSet[Row]) -> dict[Key, list[tuple[Row, int]]]:
+        """The delta's weighted rows grouped by this reader's key."""
+        out: dict[Key, list[tuple[Row, int]]] = {}
         for row, weight in delta.items():
-            by_key.setdefault(project(row, self.key_cols), []).append((row, weight))
+            out.setdefault(project(row, self.key_cols), []).append((row, weight))
+        return out
+
+    def on_delta(self, port: int, delta: ZSet[Row]) -> ZSet[Row]:
+        by_key = self.by_key(delta)
         taps = self.taps
         self._keep(by_key)  # before any group changes: see the module docstring
         for key, changes in by_key.items():

@@ -29,7 +29,7 @@ import heapq
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
-from pomoview.dataflow.node import EvictCols, Node, group_by_key, project
+from pomoview.dataflow.node import EvictCols, Node, group_by_key
 from pomoview.dataflow.operators.reader import Reader
 from pomoview.dataflow.state.keyed_state import Key, Row
 from pomoview.dataflow.upquery import pull_in_step, rows
@@ -135,9 +135,7 @@ class TopK(Reader):
     def on_delta(self, port: int, delta: ZSet[Row]) -> ZSet[Row]:
         if not self.windowed:
             return super().on_delta(port, delta)
-        by_key: dict[Key, list[tuple[Row, int]]] = {}
-        for row, weight in delta.items():
-            by_key.setdefault(project(row, self.key_cols), []).append((row, weight))
+        by_key = self.by_key(delta)
         self._keep(by_key)  # before any group changes, as Reader
         state, refill = self.state, []
         for key, changes in by_key.items():
@@ -232,10 +230,12 @@ class TopK(Reader):
 
     def evict_own(self, keys: Collection[Key]) -> int:
         count = super().evict_own(keys)
-        self._forget_cut()
+        self.cut.difference_update(keys)
         return count
 
     def _forget_cut(self) -> None:
+        """Drops the marks of keys an eviction from above took (which those are, only the
+        state can say)."""
         if self.cut:
             peek = self.state.peek
             self.cut = {k for k in self.cut if peek(k) is not None}

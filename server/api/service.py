@@ -18,8 +18,9 @@ from pomoview.planner.frontend.values import is_nan
 from pomoview.proto.pomoview.v1 import view_service_pb2 as pb
 from pomoview.proto.pomoview.v1 import view_service_pb2_grpc as pb_grpc
 from pomoview.server.api.answers import FORMS, ColumnEncoder, RowAnswer, to_value
-from pomoview.server.errors import FailedPrecondition, NotFound, ServiceError
+from pomoview.server.errors import ServiceError
 from pomoview.server.load.bulk_load import Progress
+from pomoview.server.reads.lookups import view_relation
 from pomoview.server.reads.pages import Page, check_page, cut_page
 from pomoview.server.scheduler.scheduler import Scheduler
 from pomoview.server.spark.executors import SparkStatus
@@ -314,12 +315,8 @@ class ViewService(pb_grpc.ViewServiceServicer):
     ) -> bytes:
         """A page of each key's rows of an ordered view (server/reads/pages.py), read on the
         locked path: the page is cut from the key's rows at the answer's epoch."""
-        view, program = request.view, self.scheduler.program
-        if program is None:
-            raise FailedPrecondition("no program is installed; call Install first")
-        if view not in program.views:
-            raise NotFound(f"no view named {view!r} (views: {', '.join(sorted(program.views)) or 'none'})")
-        relation = program.relations[view]
+        view, program = request.view, self.scheduler.view_state.require_program()
+        relation = view_relation(program, view)
         order, attributes = program.checked.view_orders.get(view), relation.attributes
         after = typed_row(request.after, "after") if request.HasField("after") else None
         page = Page(request.limit if request.HasField("limit") else None, after)
@@ -328,10 +325,9 @@ class ViewService(pb_grpc.ViewServiceServicer):
         if after is not None:
             values = {a: coerce_typed(v, relation.types[a], f"after.{a}") for a, v in after.items()}
             page = Page(page.limit, values)
-        groups, epoch = self.scheduler.lookup(view, keys, min_epoch, context.time_remaining())
+        groups, epoch = self.scheduler.lookup_rows(view, keys, min_epoch, context.time_remaining())
         answer = self.answer(program, view, request.columnar)
-        as_tuples = [[tuple(r[a] for a in attributes) for r in rows] for rows in groups]
-        pages = [cut_page(rows, order, attributes, page, view) for rows in as_tuples]
+        pages = [cut_page(rows, order, attributes, page, view) for rows in groups]
         encoded = [answer.encode(rows) for rows in pages]
         return answer.response(encoded, epoch)
 

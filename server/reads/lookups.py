@@ -81,8 +81,23 @@ class Lookups:
         """The rows of each key and the epoch they reflect. `on_answer(key_attrs, keys)` is
         called under the dataflow lock right after the rows were read, before any later
         epoch is applied (a subscription attaches there)."""
+        rows, epoch = self.lookup_rows(view, keys, min_epoch, timeout, on_answer, trace)
+        attrs = view_relation(self._view.require_program(), view).attributes
+        return [[dict(zip(attrs, row, strict=True)) for row in group] for group in rows], epoch
+
+    def lookup_rows(
+        self,
+        view: str,
+        keys: Rows,
+        min_epoch: int | None = None,
+        timeout: float | None = None,
+        on_answer: OnAnswer | None = None,
+        trace: LookupTrace | None = None,
+    ) -> tuple[list[list[Row]], int]:
+        """`lookup`, each row a tuple in the view's attribute order (and key order: an
+        ordered view's rows in its order)."""
         program = self._view.require_program()
-        relation, key_attrs, key_tuples = self._keys_of(program, view, keys)
+        _, key_attrs, key_tuples = self._keys_of(program, view, keys)
         if not keys:
             return [], self._view.applied_epoch
         self._wait(min_epoch, timeout)
@@ -90,9 +105,7 @@ class Lookups:
         def read(_: Reader, rows: list[list[Row]]) -> list[list[Row]]:
             return rows
 
-        rows, epoch = self._rounds(program, view, key_attrs, key_tuples, read, on_answer, trace)
-        attrs = relation.attributes
-        return [[dict(zip(attrs, row, strict=True)) for row in group] for group in rows], epoch
+        return self._rounds(program, view, key_attrs, key_tuples, read, on_answer, trace)
 
     def lookup_encoded(
         self,
@@ -296,10 +309,7 @@ class Lookups:
         """The view, its key attributes (in declared order) and the keys as tuples of
         values of the attributes' types; raises for an unknown view, attribute or type.
         Keys as columns are checked as a write's columns are (typed_rows.to_tuples)."""
-        relation = program.relations.get(view)
-        if view not in program.views or relation is None:
-            known = ", ".join(sorted(program.views)) or "none"
-            raise NotFound(f"no view named {view!r} (views: {known})")
+        relation = view_relation(program, view)
         if isinstance(keys, ColumnRows):
             key_attrs = _known(relation, view, [c.name for c in keys.columns])
             schema = tuple((a, relation.types[a]) for a in key_attrs)
@@ -324,6 +334,15 @@ class Lookups:
                 values.append(raw if kind == t != "cid" else coerce_typed(k[a], t, f"keys[{i}].{a}"))
             key_tuples.append(tuple(values))
         return relation, key_attrs, key_tuples
+
+
+def view_relation(program: CompiledProgram, view: str) -> Relation:
+    """The relation of the view named `view`; NotFound, naming the views, when there is none."""
+    relation = program.relations.get(view)
+    if view not in program.views or relation is None:
+        known = ", ".join(sorted(program.views)) or "none"
+        raise NotFound(f"no view named {view!r} (views: {known})")
+    return relation
 
 
 def _known(relation: Relation, view: str, names: Sequence[str]) -> tuple[str, ...]:

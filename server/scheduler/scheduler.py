@@ -286,6 +286,12 @@ class Scheduler:
         """The rows of each key and the epoch they reflect (reads/lookups.py)."""
         return self.lookups.lookup(view, keys, min_epoch, timeout, on_answer, trace)
 
+    def lookup_rows(
+        self, view: str, keys: Rows, min_epoch: int | None = None, timeout: float | None = None
+    ) -> tuple[list[list[Row]], int]:
+        """`lookup`, each row a tuple in the view's attribute order (reads/lookups.py)."""
+        return self.lookups.lookup_rows(view, keys, min_epoch, timeout)
+
     def lookup_encoded(
         self,
         view: str,
