@@ -252,6 +252,8 @@ def stats_result(resp: pb.StatsResponse) -> dict[str, object]:
         "dropped_deltas": resp.dropped_deltas,
         "apply_lag_seconds": resp.apply_lag_seconds,
         "apply_lag_epochs": resp.apply_lag_epochs,
+        # Lookups the hit replica (serve --hit-replica) answered itself; 0 without one.
+        "replica_hits": resp.replica_hits,
         # The executors the server's Spark application has (-1: its session is starting).
         "spark": {"executors": resp.spark_executors, "status": resp.spark_status},
         "readers": [

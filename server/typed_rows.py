@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from pomoview.planner.frontend.validate import Relation
 from pomoview.planner.frontend.values import BadValue, coerce
 from pomoview.server.errors import InvalidArgument
 from pomoview.server.types import SourceSchema, Tuple_, Value
@@ -125,3 +126,45 @@ def _column_tuples(rows: ColumnRows, schema: SourceSchema, where: str) -> list[T
         else:
             ordered.append(column.values)
     return list(zip(*ordered, strict=True))
+
+
+def typed_keys(relation: Relation, view: str, keys: Rows) -> tuple[tuple[str, ...], list[Tuple_]]:
+    """A lookup's key attributes (in the view's declared order) and its keys as tuples of
+    values of the attributes' types; raises for an unknown attribute or a bad value. Keys as
+    columns are checked as a write's columns are (`to_tuples`)."""
+    if isinstance(keys, ColumnRows):
+        key_attrs = _known(relation, view, [c.name for c in keys.columns])
+        schema = tuple((a, relation.types[a]) for a in key_attrs)
+        columns = to_tuples(keys, schema, "key_columns")
+        return key_attrs if columns else (), columns
+    if not keys:
+        return (), []
+    key_attrs = tuple(keys[0])
+    named = set(key_attrs)
+    for i, key in enumerate(keys):
+        if key.keys() != named:
+            raise InvalidArgument(f"keys[{i}] names {sorted(key)}, keys[0] names {sorted(key_attrs)}")
+    key_attrs = _known(relation, view, key_attrs)
+    typed = [(a, relation.types[a]) for a in key_attrs]
+    key_tuples: list[Tuple_] = []
+    for i, k in enumerate(keys):
+        values = []
+        for a, t in typed:
+            kind, raw = k[a]
+            # Hits come here for every key of every read: a key of the attribute's own
+            # kind passes as it is (but a cid's text is checked).
+            values.append(raw if kind == t != "cid" else coerce_typed(k[a], t, f"keys[{i}].{a}"))
+        key_tuples.append(tuple(values))
+    return key_attrs, key_tuples
+
+
+def _known(relation: Relation, view: str, names: Sequence[str]) -> tuple[str, ...]:
+    """The key attributes `names` in the view's declared order; raises for a name the view
+    lacks."""
+    unknown = [a for a in names if a not in relation.attributes]
+    if unknown:
+        raise InvalidArgument(
+            f"{view!r} has no attribute {', '.join(map(repr, unknown))} "
+            f"(it has {', '.join(relation.attributes)})"
+        )
+    return tuple(a for a in relation.attributes if a in names)

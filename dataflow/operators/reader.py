@@ -18,6 +18,9 @@ Contract:
   they are applied (`Tap.capture`); a tapped key is pinned: never evicted here, and
   `eviction.evict` evicts nothing above a reader that holds pins (an eviction above could
   reach the pinned key below). A reader without taps pays one empty-dict test per delta.
+- Replication (the server's hit replica): while `changed` is a set, every key whose group
+  changes (a delta, a fill, an eviction) is added to it; whoever set it takes the set and
+  sends those keys' rows on. None (the default) costs one test per change.
 """
 
 from __future__ import annotations
@@ -63,6 +66,8 @@ class Reader(KeyedNode):
         # epoch, recorded before the step's first change to the key.
         self.before: dict[Key, object | None] = {}
         self._recording = False
+        # The keys changed since the replica feed last took them; None: no feed.
+        self.changed: set[Key] | None = None
 
     def open_step(self) -> None:
         """A step begins: keep the published version of every key it changes."""
@@ -73,7 +78,11 @@ class Reader(KeyedNode):
         self._recording = False
         self.before = {}
 
-    def _keep(self, keys: Iterable[Key]) -> None:
+    def _keep(self, keys: Collection[Key]) -> None:
+        """Notes that `keys` are about to change: their published versions, and the feed's
+        set."""
+        if self.changed is not None:
+            self.changed.update(keys)
         if self._recording:
             before, peek = self.before, self.state.peek
             for key in keys:
@@ -118,12 +127,14 @@ class Reader(KeyedNode):
                 self.state.unpin(key)
 
     def on_evict(self, port: int, cols: EvictCols, keys: Collection[Key]) -> None:
-        if self._recording:  # a join's eviction during a step
-            self._keep(matching_keys(self.state, self.key_cols, cols, keys))
+        if self._recording or self.changed is not None:  # a join's eviction
+            self._keep(list(matching_keys(self.state, self.key_cols, cols, keys)))
         super().on_evict(port, cols, keys)
         self._drop_stale_wire()
 
     def evict_own(self, keys: Collection[Key]) -> int:
+        if self.changed is not None:
+            self.changed.update(keys)
         count = super().evict_own(keys)
         self._drop_stale_wire()
         return count
@@ -156,14 +167,23 @@ class Reader(KeyedNode):
         out = self._encode_each(keys, encode, wire, published)
         if out is None:
             return None
+        self.mark_read(keys)
+        return out
+
+    def mark_read(self, keys: Collection[Key]) -> None:
+        """Marks `keys` as read, here and in the partial states above (for eviction), safe
+        without the dataflow lock. As `touch` on each state, but without its presence test
+        upstream: a mark on a key a state lacks is dropped, unused, at its next sweep."""
         if self._marks_of is not self.upstream:
             self._marks = [s.hot for s in (self.state, *self.upstream) if s.partial]
             self._marks_of = self.upstream
-        # As `touch` on each state, but without its presence test upstream: a mark on a key a
-        # state lacks is dropped, unused, at its next sweep.
         for marks in self._marks:
             marks.update(keys)
-        return out
+
+    def rows_of(self, key: Key) -> list[Row] | None:
+        """The key's rows as lookups return them, or None when it is missing; no mark."""
+        stored = self.state.peek(key)
+        return None if stored is None else self.rows_in_order(self.state.view_of(key, stored))
 
     def _encode_each(
         self,
@@ -217,6 +237,7 @@ class Reader(KeyedNode):
 
     def fill_key(self, key: Key, rows: Iterable[tuple[Row, int]]) -> None:
         """Makes a missing key present with the rows of its upquery's answer."""
+        self._keep((key,))
         self.state.fill(key, rows)
 
     def lookup_step(self, keys: Sequence[Key]) -> list[list[Row]] | Upquery[list[list[Row]]]:

@@ -119,6 +119,7 @@ class TopK(Reader):
 
     def fill_key(self, key: Key, rows: Iterable[tuple[Row, int]]) -> None:
         held = [(row, weight) for row, weight in rows if weight]
+        self._keep((key,))
         self.fills += 1
         self.pulled_rows += len(held)
         if not self.windowed:

@@ -193,3 +193,9 @@ class ColumnEncoder:
                 fields = list(zip(*keys, strict=True))
             body = self._body(fields[0], fields[1:-1])
         return b"".join((b"\x10", varint(epoch), body)) if epoch else body
+
+
+def answer_of(typed: Typed, columnar: bool) -> RowAnswer | ColumnEncoder:
+    """The encoder of a view's answers in rows or in columns; in rows for a view that does
+    not fit columns (`ColumnEncoder.fits`)."""
+    return ColumnEncoder(typed) if columnar and ColumnEncoder.fits(typed) else RowAnswer(typed)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 from collections.abc import Mapping
 from concurrent import futures
@@ -17,6 +20,8 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from pomoview.proto.pomoview.v1 import view_service_pb2 as pb
+from pomoview.server.api.hit_replica import ReplicaConfig
+from pomoview.server.api.replica_process import ReplicaProcess, ReplicaStartError
 from pomoview.server.api.security import SecurityConfigError, ServerSecurity, is_loopback
 from pomoview.server.api.service import ViewService, add_view_service
 from pomoview.server.disk.fileio import OS_FILES
@@ -24,6 +29,7 @@ from pomoview.server.disk.fsync import fsync_path
 from pomoview.server.errors import ServiceError
 from pomoview.server.limits.requests import Limits
 from pomoview.server.metrics.metrics import Metrics
+from pomoview.server.replica.feed import ReplicaFeed
 from pomoview.server.scheduler.applier import DEFAULT_MAX_APPLY_LAG
 from pomoview.server.scheduler.scheduler import Scheduler
 from pomoview.server.spark.conf import SparkConf, driver_address_defaults
@@ -138,6 +144,7 @@ def serve(
     security: ServerSecurity | None = None,
     subscription_buffer: int = DEFAULT_BUFFER_ROWS,
     limits: Limits | None = None,
+    hit_replica: bool = False,
 ) -> None:
     """Runs the server until SIGINT or SIGTERM. Prints `pomoview listening on HOST:PORT` when ready.
 
@@ -149,6 +156,8 @@ def serve(
     Spark jobs that read and that write the store (see `spark_deadline`).
     `limits` are what one request may ask for (default: `Limits()`'s). `spark_conf` holds the
     Spark settings for the session (`spark/conf.py`: flags, env and `DATA/spark.conf`).
+    `hit_replica`: a second process listens on the port, answers hits from a copy of the
+    readers and passes every other call here, over a local socket (hit_replica.py).
     """
     _configure_logging()
     sys.setswitchinterval(SWITCH_INTERVAL)
@@ -160,10 +169,15 @@ def serve(
         spark_master=spark_master, host=host, port=port, metrics_port=metrics_port,
         flush_interval=flush_interval, max_apply_lag=max_apply_lag, program=program, full_state=full_state,
         memory_budget=memory_budget, subscription_buffer=subscription_buffer,
-        spark_timeout=spark_timeout, spark_write_timeout=spark_write_timeout,
+        spark_timeout=spark_timeout, spark_write_timeout=spark_write_timeout, hit_replica=hit_replica,
     )
     metrics = _serve_metrics(host, metrics_port)
-    server, bound = _bind(host, port, security, limits)
+    replica: ReplicaProcess | None = None
+    if hit_replica:
+        server, replica, upstream_dir = _bind_behind_replica(host, port, security, limits)
+        bound: int = replica.port
+    else:
+        server, bound = _bind(f"{host}:{port}", security, limits)
     spark = _start_spark(spark_master, spark_conf or SparkConf(), host)
     try:
         # A store on Hadoop's file system opens through the JVM: this waits for it to boot.
@@ -186,18 +200,53 @@ def serve(
         _install_program(scheduler, program, spark)
     scheduler.start()
     watch = ExecutorWatch(spark_master, spark.current)
-    health_servicer, services = _add_services(server, scheduler, watch)
-    _watch_executors(watch, spark, metrics, health_servicer)
     done = _stop_on_signals()
+    lost = threading.Event()  # the hit replica went away
+
+    def on_lost() -> None:
+        lost.set()
+        done.set()
+
+    feed = None if replica is None else ReplicaFeed(scheduler.view_state, replica.conn, metrics, on_lost)
+    health_servicer, services = _add_services(server, scheduler, watch, feed)
+    _watch_executors(watch, spark, metrics, health_servicer)
     server.start()
     for name in services:
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    if replica is not None and feed is not None:
+        replica.serve()  # before the feed's first message: one thread writes the socket at a time
+        feed.start()
     print(f"pomoview listening on {host}:{bound}", flush=True)
     if os.environ.get("POMOVIEW_TRACEMALLOC"):
         _trace_memory(int(os.environ["POMOVIEW_TRACEMALLOC"]))
     done.wait()
     watch.stop()
+    if replica is not None and feed is not None:
+        feed.stop()
+        replica.stop()
+        shutil.rmtree(upstream_dir, ignore_errors=True)
     _shut_down(server, health_servicer, spark, scheduler)
+    if lost.is_set():
+        log.error("stopped: the hit replica went away")
+        raise SystemExit(1)
+
+
+def _bind_behind_replica(
+    host: str, port: int, security: ServerSecurity, limits: Limits
+) -> tuple[grpc.Server, ReplicaProcess, str]:
+    """This server on a local socket in a new private folder, and the hit replica bound to
+    `host:port` in front of it (not serving yet). The local socket needs no TLS; the token,
+    which the replica passes on, is checked here as well. Exits with 1 if the replica cannot
+    listen."""
+    folder = tempfile.mkdtemp(prefix="pomoview-")
+    upstream = f"unix:{folder}/server.sock"
+    server, _ = _bind(upstream, dataclasses.replace(security, cert=None, key=None, client_ca=None), limits)
+    config = ReplicaConfig(host, port, upstream, security, limits, GRPC_THREADS, SWITCH_INTERVAL)
+    try:
+        return server, ReplicaProcess.start(config), folder
+    except ReplicaStartError as err:
+        print(f"pomoview: {err}", file=sys.stderr)
+        raise SystemExit(1) from None
 
 
 def _start_spark(master: str, conf: SparkConf, host: str) -> SparkProvider:
@@ -258,6 +307,7 @@ def _log_configuration(
     subscription_buffer: int,
     spark_timeout: float | None,
     spark_write_timeout: float | None,
+    hit_replica: bool,
 ) -> None:
     """Logs every setting on one line, each with where it came from (`origins`: flag, env or
     default), and warns when the server is open to anyone who can reach it."""
@@ -280,6 +330,7 @@ def _log_configuration(
                 setting("max_apply_lag", f"{max_apply_lag}s"),
                 setting("program", program if program is not None else "none"),
                 setting("full_state", full_state),
+                setting("hit_replica", hit_replica),
                 setting(
                     "memory_budget",
                     "none" if memory_budget is None else f"{memory_budget} ({format_bytes(memory_budget)})",
@@ -350,11 +401,12 @@ def _watch_executors(
 
 
 def _add_services(
-    server: grpc.Server, scheduler: Scheduler, watch: ExecutorWatch
+    server: grpc.Server, scheduler: Scheduler, watch: ExecutorWatch, feed: ReplicaFeed | None
 ) -> tuple[health.HealthServicer, tuple[str, ...]]:
     """Adds the view service, health checks and reflection to `server`; returns the health
     servicer and the names it reports SERVING once the server has started."""
-    add_view_service(ViewService(scheduler, watch.status), server)
+    replica_hits = None if feed is None else (lambda: feed.replica_hits)
+    add_view_service(ViewService(scheduler, watch.status, replica_hits), server)
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     service_name = pb.DESCRIPTOR.services_by_name["ViewService"].full_name
@@ -408,7 +460,7 @@ def _trace_memory(frames: int) -> None:
     signal.signal(signal.SIGUSR1, dump)
 
 
-def _bind(host: str, port: int, security: ServerSecurity, limits: Limits) -> tuple[grpc.Server, int]:
+def _bind(address: str, security: ServerSecurity, limits: Limits) -> tuple[grpc.Server, int]:
     """The gRPC server, bound to its port before Spark starts, so that a port in use (or a
     TLS key that does not match its certificate) is refused at once. Exits with 1 if not."""
     # A lookup that misses holds its thread while its Spark job runs; concurrent misses can
@@ -423,14 +475,14 @@ def _bind(host: str, port: int, security: ServerSecurity, limits: Limits) -> tup
     credentials = security.server_credentials()
     try:
         if credentials is None:
-            bound = server.add_insecure_port(f"{host}:{port}")
+            bound = server.add_insecure_port(address)
         else:
-            bound = server.add_secure_port(f"{host}:{port}", credentials)
+            bound = server.add_secure_port(address, credentials)
     except RuntimeError:  # grpc raises where it used to return 0
         bound = 0
     if bound == 0:
         # grpc checks the key against the certificate only here, with nothing but "failed to bind".
         hint = " (is --tls-key the private key of --tls-cert?)" if credentials is not None else ""
-        print(f"pomoview: cannot listen on {host}:{port}{hint}", file=sys.stderr)
+        print(f"pomoview: cannot listen on {address}{hint}", file=sys.stderr)
         raise SystemExit(1)
     return server, bound

@@ -14,106 +14,22 @@ from google.protobuf.message import DecodeError, Message
 
 from pomoview.dataflow.introspect import NodeInfo
 from pomoview.planner.compile import CompiledProgram
-from pomoview.planner.frontend.values import is_nan
 from pomoview.proto.pomoview.v1 import view_service_pb2 as pb
 from pomoview.proto.pomoview.v1 import view_service_pb2_grpc as pb_grpc
-from pomoview.server.api.answers import FORMS, ColumnEncoder, RowAnswer, to_value
+from pomoview.server.api.answers import FORMS, ColumnEncoder, RowAnswer, answer_of, to_value
+from pomoview.server.api.requests import lookup_keys, side, typed_row
 from pomoview.server.errors import ServiceError
 from pomoview.server.load.bulk_load import Progress
 from pomoview.server.reads.lookups import view_relation
 from pomoview.server.reads.pages import Page, check_page, cut_page
 from pomoview.server.scheduler.scheduler import Scheduler
 from pomoview.server.spark.executors import SparkStatus
-from pomoview.server.typed_rows import Column, ColumnRows, Rows, TypedRow, coerce_typed
-from pomoview.server.types import Value
+from pomoview.server.typed_rows import ColumnRows, Rows, coerce_typed
 from pomoview.server.views.subscriptions import Subscription
 
 log = logging.getLogger("pomoview.service")
 T = TypeVar("T")
 Answer = RowAnswer | ColumnEncoder
-
-_KINDS = {
-    "int_value": "int",
-    "float_value": "float",
-    "string_value": "string",
-    "bool_value": "bool",
-    "bytes_value": "bytes",
-    "cid_value": "cid",
-}
-# A `Column`'s oneof cases: `Value`'s, plural ("int_values").
-_COLUMN_KINDS = {f"{k}s": v for k, v in _KINDS.items()}
-
-
-def typed_row(row: pb.Row, where: str) -> TypedRow:
-    out: dict[str, tuple[str, Value]] = {}
-    for name, value in row.fields.items():
-        kind = value.WhichOneof("kind")
-        if kind is None:
-            raise _invalid(f"{where}: attribute {name!r} has no value")
-        out[name] = (_KINDS[kind], getattr(value, kind))
-    # NaN equals nothing, itself included: a row holding it could never be deleted, nor a key
-    # holding it found. The first such attribute by name, as the columnar form reports it.
-    nan = sorted(n for n, (_, v) in out.items() if is_nan(v))
-    if nan:
-        raise _invalid(f"{where}: attribute {nan[0]!r} is NaN, which equals no value")
-    return out
-
-
-def column_rows(columns: pb.Columns) -> ColumnRows:
-    """The columnar form of one side of a change, for `write_rows.to_tuples` to check."""
-    out = []
-    for column in columns.columns:
-        kind = column.WhichOneof("values")
-        if kind is None:
-            out.append(Column(column.name, "", ()))
-        else:
-            # A list, not the repeated field: zipping and indexing plain lists is faster.
-            out.append(Column(column.name, _COLUMN_KINDS[kind], list(getattr(column, kind).values)))
-    return ColumnRows(tuple(out))
-
-
-def _side(change: pb.SourceChanges, i: int, side: str) -> Rows:
-    """One side ("inserts" or "deletes") of change `i`, in the form it was sent in."""
-    rows = getattr(change, side)
-    field = f"{side[:-1]}_columns"
-    if change.HasField(field):
-        if rows:
-            raise _invalid(f"changes[{i}]: {side} are given both as rows and as {field}")
-        return _without_nan(column_rows(getattr(change, field)), f"changes[{i}].{side}")
-    return [typed_row(r, f"changes[{i}].{side}[{j}]") for j, r in enumerate(rows)]
-
-
-def _without_nan(columns: ColumnRows, where: str) -> ColumnRows:
-    """`columns`, refused if a value is NaN, in the row form's words (typed_row): its first
-    row, first name."""
-    nans = [
-        (j, column.name)
-        for column in columns.columns
-        if column.type_name == "float"
-        for j in [next((j for j, v in enumerate(column.values) if is_nan(v)), None)]
-        if j is not None
-    ]
-    if nans:
-        j, name = min(nans)
-        raise _invalid(f"{where}[{j}]: attribute {name!r} is NaN, which equals no value")
-    return columns
-
-
-def lookup_keys(request: pb.LookupRequest) -> Rows:
-    """A lookup's keys, in the form they were sent in: rows (`keys`) or columns
-    (`key_columns`, checked against the view as a write's columns are against a source)."""
-    if request.HasField("key_columns"):
-        if request.keys:
-            raise _invalid("the keys are given both as rows (keys) and as key_columns")
-        return _without_nan(column_rows(request.key_columns), "key_columns")
-    return [typed_row(k, f"keys[{i}]") for i, k in enumerate(request.keys)]
-
-
-def _invalid(message: str) -> ServiceError:
-    from pomoview.server.errors import InvalidArgument
-
-    return InvalidArgument(message)
-
 
 def relations_message(program: CompiledProgram) -> list[pb.Relation]:
     out = []
@@ -223,10 +139,17 @@ def add_view_service(service: ViewService, server: grpc.Server) -> None:
 
 
 class ViewService(pb_grpc.ViewServiceServicer):
-    def __init__(self, scheduler: Scheduler, spark_status: Callable[[], SparkStatus] | None = None) -> None:
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        spark_status: Callable[[], SparkStatus] | None = None,
+        replica_hits: Callable[[], int] | None = None,
+    ) -> None:
         self.scheduler = scheduler
         # What Stats says of Spark (the executor watch's status); None: nothing.
         self._spark_status = spark_status
+        # The hits the hit replica reported (None: no replica).
+        self._replica_hits = replica_hits
         # (id(program), view, columnar) -> (program, its answers' encoder)
         self._answers: dict[tuple[int, str, bool], tuple[CompiledProgram, Answer]] = {}
 
@@ -262,7 +185,7 @@ class ViewService(pb_grpc.ViewServiceServicer):
     def Write(self, request: pb.WriteRequest, context: grpc.ServicerContext) -> pb.WriteResponse:
         def run() -> pb.WriteResponse:
             changes = [
-                (change.source, _side(change, i, "inserts"), _side(change, i, "deletes"))
+                (change.source, side(change, i, "inserts"), side(change, i, "deletes"))
                 for i, change in enumerate(request.changes)
             ]
             rows = sum(len(inserts) + len(deletes) for _, inserts, deletes in changes)
@@ -392,7 +315,7 @@ class ViewService(pb_grpc.ViewServiceServicer):
             return cached[1]
         relation = program.relations[view]
         typed = [(a, relation.types[a]) for a in relation.attributes]
-        answer = ColumnEncoder(typed) if columnar and ColumnEncoder.fits(typed) else RowAnswer(typed)
+        answer = answer_of(typed, columnar)
         self._answers[(id(program), view, columnar)] = (program, answer)
         return answer
 
@@ -437,6 +360,7 @@ class ViewService(pb_grpc.ViewServiceServicer):
             apply_lag_epochs=stats.apply_lag_epochs,
             spark_executors=spark.executors if spark is not None else -1,
             spark_status=spark.summary if spark is not None else "",
+            replica_hits=self._replica_hits() if self._replica_hits is not None else 0,
         )
 
     def Load(

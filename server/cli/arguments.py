@@ -123,6 +123,13 @@ SERVE: tuple[Argument, ...] = (
         "scan); for comparison in benchmarks (env POMOVIEW_FULL_STATE=1)",
     ),
     arg(
+        "--hit-replica",
+        action="store_true",
+        help="answer hits (lookups of present keys) in a second process, from a copy of the "
+        "views' present keys kept current by this one, so that write load does not slow them; "
+        "everything else is passed on to this process (env POMOVIEW_HIT_REPLICA=1)",
+    ),
+    arg(
         "--memory-budget",
         default=None,
         metavar="BYTES",

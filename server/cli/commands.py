@@ -170,6 +170,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         security=server_security,
         subscription_buffer=args.subscription_buffer or DEFAULT_BUFFER_ROWS,
         limits=server_limits,
+        hit_replica=args.hit_replica or os.environ.get("POMOVIEW_HIT_REPLICA", "") not in ("", "0"),
         origins={name: origin for name, (_, origin) in config.items()},
     )
     return 0
@@ -315,6 +316,8 @@ def format_stats(stats: Mapping[str, object]) -> str:
     head = ", ".join(f"{name} {stats[name]}" for name in COUNTERS)
     if "apply_lag_seconds" in stats:
         head += f"\napply lag: {stats['apply_lag_seconds']:.3f} s, {stats['apply_lag_epochs']} epochs"
+    if stats.get("replica_hits"):
+        head += f"\nhits answered by the hit replica: {stats['replica_hits']}"
     spark = stats.get("spark")
     if isinstance(spark, Mapping) and spark.get("status"):
         head += f"\nspark: {spark['status']}"

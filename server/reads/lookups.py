@@ -27,7 +27,7 @@ from pomoview.server.reads.at_hand import AnswersAtHand
 from pomoview.server.reads.spark_fetch import SESSION_DIED, Prefetched
 from pomoview.server.reads.upquery_jobs import Ticket, UpqueryJobs
 from pomoview.server.temporal.time_path import TimePath
-from pomoview.server.typed_rows import ColumnRows, Rows, coerce_typed, to_tuples
+from pomoview.server.typed_rows import Rows, typed_keys
 from pomoview.server.views.subscriptions import Subscription
 from pomoview.server.views.view_state import ViewState
 
@@ -310,30 +310,8 @@ class Lookups:
         values of the attributes' types; raises for an unknown view, attribute or type.
         Keys as columns are checked as a write's columns are (typed_rows.to_tuples)."""
         relation = view_relation(program, view)
-        if isinstance(keys, ColumnRows):
-            key_attrs = _known(relation, view, [c.name for c in keys.columns])
-            schema = tuple((a, relation.types[a]) for a in key_attrs)
-            columns: list[Key] = list(to_tuples(keys, schema, "key_columns"))
-            return relation, key_attrs if columns else (), columns
-        if not keys:
-            return relation, (), []
-        key_attrs = tuple(keys[0])
-        named = set(key_attrs)
-        for i, key in enumerate(keys):
-            if key.keys() != named:
-                raise InvalidArgument(f"keys[{i}] names {sorted(key)}, keys[0] names {sorted(key_attrs)}")
-        key_attrs = _known(relation, view, key_attrs)
-        typed = [(a, relation.types[a]) for a in key_attrs]
-        key_tuples: list[Key] = []
-        for i, k in enumerate(keys):
-            values = []
-            for a, t in typed:
-                kind, raw = k[a]
-                # Hits come here for every key of every read: a key of the attribute's own
-                # kind passes as it is (but a cid's text is checked).
-                values.append(raw if kind == t != "cid" else coerce_typed(k[a], t, f"keys[{i}].{a}"))
-            key_tuples.append(tuple(values))
-        return relation, key_attrs, key_tuples
+        key_attrs, key_tuples = typed_keys(relation, view, keys)
+        return relation, key_attrs, list[Key](key_tuples)
 
 
 def view_relation(program: CompiledProgram, view: str) -> Relation:
@@ -343,15 +321,3 @@ def view_relation(program: CompiledProgram, view: str) -> Relation:
         known = ", ".join(sorted(program.views)) or "none"
         raise NotFound(f"no view named {view!r} (views: {known})")
     return relation
-
-
-def _known(relation: Relation, view: str, names: Sequence[str]) -> tuple[str, ...]:
-    """The key attributes `names` in the view's declared order; raises for a name the view
-    lacks."""
-    unknown = [a for a in names if a not in relation.attributes]
-    if unknown:
-        raise InvalidArgument(
-            f"{view!r} has no attribute {', '.join(map(repr, unknown))} "
-            f"(it has {', '.join(relation.attributes)})"
-        )
-    return tuple(a for a in relation.attributes if a in names)

@@ -52,6 +52,8 @@ class CountingLock:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._local = threading.local()
+        # Run with the lock held just before each release (a Condition's `wait` included).
+        self.before_release: Callable[[], None] | None = None
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
         got = self._lock.acquire(blocking, timeout)
@@ -62,6 +64,13 @@ class CountingLock:
         return got
 
     def release(self) -> None:
+        hook = self.before_release
+        if hook is not None:
+            try:
+                hook()
+            except BaseException:
+                self._lock.release()
+                raise
         self._lock.release()
 
     def locked(self) -> bool:
@@ -144,6 +153,12 @@ class ViewState:
         with self.lock:
             self.reset_graph()
             self._check()
+
+    def on_release(self, hook: Callable[[], None] | None) -> None:
+        """Runs `hook` with the lock held before every release of it: whatever changed under
+        the lock is seen by the hook before any other thread can see it (the hit replica's
+        feed, server/replica/feed.py)."""
+        self._mutex.before_release = hook
 
     def count_locks(self) -> contextlib.AbstractContextManager[LockCount]:
         """Counts the current thread's acquisitions of `lock` inside the `with` block (tests

@@ -123,6 +123,7 @@ class FakeViewService(pb_grpc.ViewServiceServicer):
             eviction_rounds=3,
             apply_lag_seconds=0.125,
             apply_lag_epochs=7,
+            replica_hits=9,
             spark_executors=0,
             spark_status="the Spark cluster spark://h:7077 has had no executor for this server for 4 s",
             readers=[

@@ -171,6 +171,7 @@ def test_describe_and_stats(address: str) -> None:
         "dropped_deltas": 4,
         "apply_lag_seconds": 0.125,
         "apply_lag_epochs": 7,
+        "replica_hits": 9,
         "spark": {
             "executors": 0,
             "status": "the Spark cluster spark://h:7077 has had no executor for this server for 4 s",
@@ -377,9 +378,10 @@ def test_cli_stats(address: str, capsys: pytest.CaptureFixture[str]) -> None:
 def test_cli_stats_table(address: str, capsys: pytest.CaptureFixture[str]) -> None:
     """One row per stateful node, with its key, mode and sizes; stateless nodes are left out."""
     assert main(["stats", "--address", address]) == 0
-    counters, lag, spark, memory, header, *rows = capsys.readouterr().out.splitlines()
+    counters, lag, replica, spark, memory, header, *rows = capsys.readouterr().out.splitlines()
     assert counters.startswith("applied_epoch 5, durable_epoch 6,") and "dropped_deltas 4" in counters
     assert lag == "apply lag: 0.125 s, 7 epochs"
+    assert replica == "hits answered by the hit replica: 9"
     assert spark == "spark: the Spark cluster spark://h:7077 has had no executor for this server for 4 s"
     assert memory == (
         "memory: rss 90 MiB (at start 40), budget 64 MiB, partial state ~30 MiB estimated, 3 eviction rounds"
@@ -445,12 +447,12 @@ def test_cli_serve_passes_arguments(monkeypatch: pytest.MonkeyPatch, tmp_path: P
     monkeypatch.setenv("POMOVIEW_MEMORY_BUDGET", "1.5G")
     monkeypatch.setenv("POMOVIEW_SPARK_CONF", "spark.cores.max=2")
     for var in ("POMOVIEW_TOKEN", "POMOVIEW_TLS_CERT", "POMOVIEW_TLS_KEY", "POMOVIEW_TLS_CLIENT_CA",
-                "POMOVIEW_SPARK_TIMEOUT", "POMOVIEW_SPARK_WRITE_TIMEOUT", *(limit.env for limit in LIMITS)):
+                "POMOVIEW_SPARK_TIMEOUT", "POMOVIEW_SPARK_WRITE_TIMEOUT", "POMOVIEW_HIT_REPLICA", *(limit.env for limit in LIMITS)):
         monkeypatch.delenv(var, raising=False)
     assert main(["serve", "--port", "9000", "--program", "p.pomo", "--flush-interval", "0.5"]) == 0
     (tmp_path / "spark.conf").write_text("spark.executor.memory 2g\n")
     assert main(
-        ["serve", "--data", str(tmp_path), "--full-state", "--memory-budget", "64MiB",
+        ["serve", "--data", str(tmp_path), "--full-state", "--hit-replica", "--memory-budget", "64MiB",
          "--subscription-buffer", "50", "--spark-timeout", "20", "--max-lookup-keys", "7",
          "--spark-conf", "spark.cores.max=1"]
     ) == 0
@@ -475,6 +477,7 @@ def test_cli_serve_passes_arguments(monkeypatch: pytest.MonkeyPatch, tmp_path: P
             "security": ServerSecurity(),
             "subscription_buffer": 10_000,
             "limits": Limits(),
+            "hit_replica": False,
             "origins": {"data": "default", "store": "default", "spark_master": "env POMOVIEW_SPARK_MASTER",
                         "metrics_port": "default", "memory_budget": "env POMOVIEW_MEMORY_BUDGET", **defaults},
         },
@@ -499,6 +502,7 @@ def test_cli_serve_passes_arguments(monkeypatch: pytest.MonkeyPatch, tmp_path: P
             "security": ServerSecurity(),
             "subscription_buffer": 50,
             "limits": dataclasses.replace(Limits(), max_lookup_keys=7),
+            "hit_replica": True,
             "origins": {"data": "flag", "store": "default", "spark_master": "env POMOVIEW_SPARK_MASTER",
                         "metrics_port": "default", "memory_budget": "flag",
                         **defaults, "spark_timeout": "flag", "max_lookup_keys": "flag"},

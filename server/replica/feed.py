@@ -1,0 +1,165 @@
+"""The server's side of the hit replica: it sends every change of the readers' keys to the
+replica, and takes back the replica's reads.
+
+Why a second process: hits served beside the apply share its interpreter lock, its garbage
+collections and its CPU share, so under write load they slow down many times over
+(bench/hits_under_load.py). The replica (server/api/hit_replica.py) answers present keys
+from its own copy, in its own process, and forwards everything else here.
+
+How the copy stays exact: `collect` runs with the dataflow lock held, just before every
+release of it (`ViewState.on_release`), so every change made under the lock is queued, in
+lock order, before any other thread of this process can see it. It sends the rows of each
+key a reader noted in `Reader.changed` (a delta, a fill, an eviction), as of the applied
+epoch; a new graph first sends `Views`, which drops the replica's copy. A thread sends the
+queue on; another applies the replica's `Reads`: eviction marks (`Reader.mark_read`, as a
+hit here sets them) and the hit counters.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+
+from pomoview.dataflow.state.keyed_state import Key
+from pomoview.planner.compile import ProgramGraph
+from pomoview.server.metrics.metrics import Metrics
+from pomoview.server.replica.messages import Changes, ReaderName, Reads, Row, Views
+from pomoview.server.views.view_state import ViewState
+
+log = logging.getLogger("pomoview.replica")
+
+
+class ReplicaFeed:
+    def __init__(
+        self, view: ViewState, conn: Connection, metrics: Metrics, on_lost: Callable[[], None]
+    ) -> None:
+        self._view = view
+        self._conn = conn
+        self._metrics = metrics
+        self._on_lost = on_lost  # the replica went away
+        self._out: queue.Queue[Views | Changes | None] = queue.Queue()
+        self._graph: ProgramGraph | None = None
+        self._started = False  # the first `collect` sends `Views` whatever the graph
+        self._epoch = -1
+        # reader -> the keys the replica holds (a key that goes is sent only if held there).
+        self._held: dict[ReaderName, set[Key]] = {}
+        self.replica_hits = 0
+        self.messages_sent = 0  # each `Views` or `Changes`
+        self._threads = [
+            threading.Thread(target=self._send_loop, name="replica-send", daemon=True),
+            threading.Thread(target=self._read_loop, name="replica-reads", daemon=True),
+        ]
+
+    def start(self) -> None:
+        with self._view.lock:
+            self._view.on_release(self.collect)
+        for thread in self._threads:
+            thread.start()
+
+    def stop(self) -> None:
+        with self._view.lock:
+            self._view.on_release(None)
+        self._out.put(None)
+        self._threads[0].join(timeout=5)
+        self._conn.close()
+
+    def collect(self) -> None:
+        """Queues what changed under the lock (caller holds the dataflow lock)."""
+        view = self._view
+        if view.seq & 1:
+            return  # an apply that failed half way left the step open: wait for the next
+        graph = view.graph
+        if graph is not self._graph or not self._started:
+            self._new_graph(graph)
+        if graph is None:
+            return
+        changes = []
+        for name, reader in graph.graph.readers.items():
+            held = self._held.get(name)
+            if held is None:  # a new reader: all it holds
+                held = self._held[name] = set()
+                reader.changed = set(reader.state.keys())
+            changed = reader.changed
+            if not changed:
+                continue
+            reader.changed = set()
+            out: dict[Key, list[Row] | None] = {}
+            for key in changed:
+                rows = reader.rows_of(key)
+                if rows is not None:
+                    held.add(key)
+                    out[key] = rows
+                elif key in held:
+                    held.discard(key)
+                    out[key] = None
+            if out:
+                changes.append((name, out))
+        if changes or view.applied_epoch != self._epoch:
+            self._epoch = view.applied_epoch
+            self._out.put(Changes(self._epoch, changes))
+
+    def _new_graph(self, graph: ProgramGraph | None) -> None:
+        if self._graph is not None:
+            for reader in self._graph.graph.readers.values():
+                reader.changed = None
+        self._graph, self._started, self._held = graph, True, {}
+        program = self._view.program
+        relations = (
+            {}
+            if program is None
+            else {name: dataclasses.replace(program.relations[name], rules=[]) for name in program.views}
+        )
+        self._epoch = self._view.applied_epoch
+        self._out.put(Views(relations, self._epoch))
+
+    def sent(self) -> None:
+        """Returns once everything queued so far is sent (tests)."""
+        self._out.join()
+
+    def _send_loop(self) -> None:
+        while True:
+            batch = [self._out.get()]
+            while not self._out.empty():  # a burst goes as one message
+                batch.append(self._out.get_nowait())
+            messages = [m for m in batch if m is not None]
+            try:
+                if messages:
+                    self._conn.send(messages)
+                    self.messages_sent += len(messages)
+            except OSError:
+                log.error("the hit replica went away")
+                self._on_lost()
+                return
+            finally:
+                for _ in batch:
+                    self._out.task_done()
+            if len(messages) < len(batch):
+                return
+
+    def _read_loop(self) -> None:
+        while True:
+            try:
+                reads: Reads = self._conn.recv()
+            except (EOFError, OSError):
+                if not self._conn.closed:
+                    log.error("the hit replica went away")
+                    self._on_lost()
+                return
+            self.apply_reads(reads)
+
+    def apply_reads(self, reads: Reads) -> None:
+        """The replica's hits: counted, and their keys marked as read (as a hit here would)."""
+        self.replica_hits += reads.hits
+        self._metrics.lookups.inc(reads.hits)
+        self._metrics.lookup_hits.inc(reads.hits)
+        graph = self._view.published.graph
+        if graph is None:
+            return
+        for name, keys in reads.keys:
+            reader = graph.graph.readers.get(name)
+            if reader is not None:
+                reader.mark_read(keys)

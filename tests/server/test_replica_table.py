@@ -1,0 +1,92 @@
+"""The hit replica's copy (server/replica/table.py) on its own: what it answers, what it
+sends back to the server, and that no answer through the replica is older than one before
+it. The copy's equality with the server's readers is tests/server/test_replica_feed.py."""
+
+from __future__ import annotations
+
+import threading
+
+from pomoview.planner.frontend.relations import Relation
+from pomoview.server.replica.messages import Changes, Reads, Views
+from pomoview.server.replica.table import ReplicaTable
+
+NAME = ("v", ("k",))
+
+
+def encode(rows: list[tuple[object, ...]]) -> bytes:
+    return repr(rows).encode()
+
+
+def table(catch_up: float = 0.0) -> ReplicaTable:
+    t = ReplicaTable(catch_up=catch_up)
+    t.apply(Views({"v": Relation("v", ["k", "x"], {"k": "int", "x": "int"}, "derived", None)}, 3))  # type: ignore[arg-type]
+    return t
+
+
+def test_a_hit_needs_every_key_and_reads_one_epoch() -> None:
+    t = table()
+    t.apply(Changes(4, [(NAME, {(1,): [(1, 10)], (2,): [(2, 20), (2, 21)]})]))
+    assert t.hits(NAME, [(1,), (2,)], None, encode, "rows") == ([b"[(1, 10)]", b"[(2, 20), (2, 21)]"], 4)
+    assert t.hits(NAME, [(1,), (3,)], None, encode, "rows") is None  # a missing key: the server
+    assert t.hits(("v", ("x",)), [(10,)], None, encode, "rows") is None  # no such reader here
+    assert t.hits(NAME, [(1,)], 5, encode, "rows") is None  # min_epoch past the copy
+
+
+def test_a_change_replaces_the_cached_form_and_a_gone_key_misses() -> None:
+    t = table()
+    t.apply(Changes(4, [(NAME, {(1,): [(1, 10)]})]))
+    assert t.hits(NAME, [(1,)], None, encode, "rows") == ([b"[(1, 10)]"], 4)
+    t.apply(Changes(5, [(NAME, {(1,): [(1, 11)]})]))
+    assert t.hits(NAME, [(1,)], None, encode, "rows") == ([b"[(1, 11)]"], 5)
+    t.apply(Changes(6, [(NAME, {(1,): None})]))
+    assert t.hits(NAME, [(1,)], None, encode, "rows") is None
+    assert t.keys(NAME) == {}
+
+
+def test_a_new_program_drops_the_copy() -> None:
+    t = table()
+    t.apply(Changes(4, [(NAME, {(1,): [(1, 10)]})]))
+    t.apply(Views({}, 9))
+    assert t.hits(NAME, [(1,)], None, encode, "rows") is None
+    assert t.epoch == 9 and t.relations == {}
+
+
+def test_no_answer_is_older_than_one_the_server_gave_through_the_replica() -> None:
+    t = table()
+    t.apply(Changes(4, [(NAME, {(1,): [(1, 10)]})]))
+    t.seen(5)  # the server answered a lookup at epoch 5; the copy is still at 4
+    assert t.hits(NAME, [(1,)], None, encode, "rows") is None
+    t.apply(Changes(5, [(NAME, {(1,): [(1, 11)]})]))
+    assert t.hits(NAME, [(1,)], None, encode, "rows") == ([b"[(1, 11)]"], 5)
+
+
+def test_a_hit_behind_the_seen_epoch_waits_for_the_copy() -> None:
+    t = table(catch_up=60.0)
+    t.apply(Changes(4, [(NAME, {(1,): [(1, 10)]})]))
+    t.seen(5)
+    got: list[object] = []
+    started = threading.Event()
+
+    def hit() -> None:
+        started.set()
+        got.append(t.hits(NAME, [(1,)], None, encode, "rows"))
+
+    reader = threading.Thread(target=hit)
+    reader.start()
+    started.wait()
+    t.apply(Changes(5, [(NAME, {(1,): [(1, 11)]})]))
+    reader.join()
+    assert got == [([b"[(1, 11)]"], 5)]
+
+
+def test_the_reads_go_back_once() -> None:
+    t = table()
+    t.apply(Changes(4, [(NAME, {(1,): [(1, 10)], (2,): [(2, 20)]})]))
+    assert t.take_reads() is None
+    t.hits(NAME, [(1,)], None, encode, "rows")
+    t.hits(NAME, [(1,), (2,)], None, encode, "columns")
+    reads = t.take_reads()
+    assert reads is not None and reads.hits == 2
+    assert [(name, sorted(keys)) for name, keys in reads.keys] == [(NAME, [(1,), (2,)])]  # type: ignore[type-var]
+    assert t.take_reads() is None
+    assert isinstance(reads, Reads)
