@@ -1,0 +1,249 @@
+"""The demand transformation (magic sets): a program rewritten so that a view looked up by
+some of its attributes computes only what the looked-up keys reach.
+
+For a view `v` read by key attributes K, the pass adds to the program (which it keeps
+whole, so every other reader is as before):
+
+- `source demand__v(K)`: the demanded keys, one row per key (the reader's present keys:
+  an insertion per upquery, a deletion per eviction);
+- for each derived relation `p` reached with bound attributes α (the adornment), a copy
+  `p__α` (α spelled as one letter per attribute, `b` bound or `f` free, e.g. `reach__bf`)
+  whose rules are `p`'s, each guarded by the magic relation `m__p__α` (the demanded values
+  of α) as its first literal;
+- magic rules that pass demand on, left to right (sideways information passing): for each
+  positive atom of a derived relation `q` in a rule of `p__α`, the attributes it binds
+  (constants, or variables bound by the guard and the literals before it) give `q` its
+  adornment β, and `m__q__β(the bound attributes) :- m__p__α(...), the literals before it.`
+  An atom that binds none of its attributes reads `q` whole.
+
+Bancilhon and Ullman's generalized magic sets, as Soufflé's `MagicSet` transformer does it
+(`src/ast/transform/MagicSet.cpp`), without its supplementary relations: a rule's prefix is
+repeated in the magic rule instead. The answer for a demanded key is exactly the original
+view's (tests/planner/test_magic_sets.py checks it against the program unchanged).
+
+Read whole, never adorned:
+- an atom under negation or inside an aggregate, and a cid binding's atom. Demand on them
+  would make their copy depend on the demand of the rules that negate or aggregate them,
+  which in a recursive component depends on those rules' own results: a cycle through
+  negation or aggregation, which stratification forbids. They keep their original, full
+  definition, which depends on no demand.
+
+The program is not rewritten (`Full`, with the reason) when:
+- the view is read with no key attribute: nothing is bound, so everything is demanded;
+- a rule the demand reaches is inductive (`@next`): its state carries from one epoch to
+  the next and would need demand at every epoch, not only at lookups;
+- a rule of a demanded relation does not give a bound attribute in its head.
+
+A rule whose bound head attribute an aggregate or a cid binding computes is guarded at its
+end instead: its body is computed as in the original (but for demand from constants), and
+the guard keeps the rows of demanded keys.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from pomoview.planner.demand import text
+from pomoview.planner.frontend import ast
+from pomoview.planner.frontend.relations import CheckedProgram
+
+
+@dataclass(frozen=True)
+class Demanded:
+    """The rewritten program's text; `relation` is the adorned copy the view's readers for
+    the key read (rows of the demanded keys only), `demand` the source of demanded keys."""
+
+    text: str
+    relation: str
+    demand: str
+    key: tuple[str, ...]
+    adorned: tuple[str, ...]  # every adorned copy, the view's first
+
+
+@dataclass(frozen=True)
+class Full:
+    """The view keeps its full definition for this key, and why."""
+
+    reason: str
+
+
+Adornment = tuple[str, frozenset[str]]  # (relation, its bound attributes)
+
+
+def demand_program(checked: CheckedProgram, view: str, key: tuple[str, ...]) -> Demanded | Full:
+    """`checked` rewritten for lookups of `view` by `key` (see the module docstring)."""
+    if not key:
+        return Full(f"{view!r} is read whole (no key attribute), so every row is demanded")
+    names = _Names(set(checked.relations))
+    relations = checked.relations
+    start: Adornment = (view, frozenset(key))
+    queue: deque[Adornment] = deque([start])
+    seen = {start}
+    rules: list[str] = []
+    while queue:
+        name, bound = queue.popleft()
+        for rule in relations[name].rules:
+            rewritten = _rewrite(rule, bound, checked, names)
+            if isinstance(rewritten, Full):
+                return rewritten
+            rule_texts, wanted = rewritten
+            rules += rule_texts
+            for want in wanted:
+                if want not in seen:
+                    seen.add(want)
+                    queue.append(want)
+    demand = names.fresh(f"demand__{view}")
+    attributes = relations[view].attributes
+    typed = [(a, relations[view].types[a]) for a in attributes if a in key]
+    seed_args = ", ".join(f"{a}: {_var(i)}" for i, (a, _) in enumerate(typed))
+    out = [
+        text.source(demand, typed),
+        f"{names.magic(start, attributes)}({seed_args}) :- {demand}({seed_args}).",
+        *rules,
+    ]
+    adorned = tuple(names.adorned(a, relations[a[0]].attributes) for a in seen)
+    return Demanded(
+        checked.text.rstrip() + "\n\n% demand for " + f"{view}({', '.join(key)})\n" + "\n".join(out) + "\n",
+        names.adorned(start, attributes),
+        demand,
+        tuple(a for a in attributes if a in key),
+        tuple(sorted(adorned, key=lambda n: n != names.adorned(start, attributes))),
+    )
+
+
+def _rewrite(
+    rule: ast.Rule, bound: frozenset[str], checked: CheckedProgram, names: _Names
+) -> tuple[list[str], list[Adornment]] | Full:
+    """The rule's adorned copy and its magic rules, and the adornments its body asks for."""
+    head = rule.head
+    relation = checked.relations[head.relation]
+    if rule.inductive:
+        return Full(f"the demand reaches {head.relation!r}, which has an inductive (@next) rule")
+    terms = {arg.attribute: arg.term for arg in head.args}
+    computed = _computed(rule)
+    for attribute in bound:
+        if attribute not in terms:
+            return Full(f"a rule of {head.relation!r} does not give its bound attribute {attribute!r}")
+    guard = ast.Atom(
+        names.magic((head.relation, bound), relation.attributes),
+        tuple(arg for arg in head.args if arg.attribute in bound),
+        head.position,
+    )
+    guarded = {t.name for t in (terms[a] for a in bound) if isinstance(t, ast.Variable)}
+    # A bound attribute an aggregate or a cid binding computes is known only after it: the
+    # guard then filters the rule's rows at its end, and passes no demand into its body.
+    late = bool(guarded & computed)
+    known = set() if late else guarded
+    body: list[ast.BodyLiteral] = [] if late else [guard]
+    # The literals a magic rule repeats: those before its atom that are safe on their own.
+    prefix: list[ast.BodyLiteral] = [] if late else [guard]
+    magic: list[str] = []
+    wanted: list[Adornment] = []
+    for lit in rule.body:
+        if isinstance(lit, ast.Atom) and checked.relations[lit.relation].kind == "derived":
+            binds = frozenset(
+                arg.attribute
+                for arg in lit.args
+                if isinstance(arg.term, ast.Literal) or arg.term.name in known
+            )
+            if binds:
+                want = (lit.relation, binds)
+                attributes = checked.relations[lit.relation].attributes
+                magic_head = ast.Atom(
+                    names.magic(want, attributes),
+                    tuple(arg for arg in lit.args if arg.attribute in binds),
+                    lit.position,
+                )
+                if _plain(magic_head) != _plain(guard):  # `m(x: X) :- m(x: X), ...` adds nothing
+                    magic.append(text.rule(ast.Rule(magic_head, False, tuple(prefix), rule.position)))
+                wanted.append(want)
+                lit = ast.Atom(names.adorned(want, attributes), lit.args, lit.position)
+        body.append(lit)
+        if _repeatable(lit, known):
+            prefix.append(lit)
+            known |= _binds(lit)
+    if late:
+        body.append(guard)
+    adorned_head = ast.Atom(
+        names.adorned((head.relation, bound), relation.attributes), head.args, head.position
+    )
+    return [text.rule(ast.Rule(adorned_head, False, tuple(body), rule.position)), *magic], wanted
+
+
+def _plain(atom: ast.Atom) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """An atom without its positions."""
+    return atom.relation, tuple((arg.attribute, text.term(arg.term)) for arg in atom.args)
+
+
+def _repeatable(lit: ast.BodyLiteral, known: set[str]) -> bool:
+    """Whether a magic rule may repeat `lit` after the literals that bound `known`: a
+    positive atom or a cid binding always; a comparison or a negation once its variables
+    are bound. Never an aggregate: its groups are the variables it shares with the rest of
+    the rule, which in a magic rule's shorter body are others, and so would be its values.
+    Leaving a literal out only demands more, never less."""
+    if isinstance(lit, ast.Atom | ast.CidBinding):
+        return True
+    if isinstance(lit, ast.Aggregate):
+        return False
+    return _variables(lit) <= known
+
+
+def _variables(lit: ast.BodyLiteral) -> set[str]:
+    if isinstance(lit, ast.Negation):
+        return _binds(lit.atom)
+    if isinstance(lit, ast.Constraint):
+        return {t.name for t in (lit.left, lit.right) if isinstance(t, ast.Variable)}
+    return _binds(lit)
+
+
+def _binds(lit: ast.BodyLiteral) -> set[str]:
+    """The variables a body literal binds (a comparison or a negation binds none)."""
+    if isinstance(lit, ast.Atom):
+        return {arg.term.name for arg in lit.args if isinstance(arg.term, ast.Variable)}
+    if isinstance(lit, ast.CidBinding):
+        return {lit.variable.name} | _binds(lit.atom)
+    if isinstance(lit, ast.Aggregate):
+        return {lit.result.name}
+    return set()
+
+
+def _computed(rule: ast.Rule) -> set[str]:
+    """The variables of a rule that an aggregate or a cid binding computes."""
+    out: set[str] = set()
+    for lit in rule.body:
+        if isinstance(lit, ast.Aggregate):
+            out.add(lit.result.name)
+        elif isinstance(lit, ast.CidBinding):
+            out.add(lit.variable.name)
+    return out
+
+
+def _var(i: int) -> str:
+    return f"K{i}"
+
+
+class _Names:
+    """Names for the new relations that no relation of the program has."""
+
+    def __init__(self, taken: set[str]) -> None:
+        self._taken = taken
+        self._given: dict[str, str] = {}
+
+    def fresh(self, wanted: str) -> str:
+        if wanted in self._given:
+            return self._given[wanted]
+        name = wanted
+        while name in self._taken:
+            name += "_"
+        self._taken.add(name)
+        self._given[wanted] = name
+        return name
+
+    def adorned(self, adornment: Adornment, attributes: list[str]) -> str:
+        name, bound = adornment
+        return self.fresh(f"{name}__{''.join('b' if a in bound else 'f' for a in attributes)}")
+
+    def magic(self, adornment: Adornment, attributes: list[str]) -> str:
+        name, bound = adornment
+        return self.fresh(f"m__{name}__{''.join('b' if a in bound else 'f' for a in attributes)}")
