@@ -48,6 +48,7 @@ from pomoview.server.typed_rows import typed_keys
 log = logging.getLogger("pomoview.replica")
 REPORT_SECONDS = 0.1
 _LOOKUP = "/pomoview.v1.ViewService/Lookup"
+_WRITE = "/pomoview.v1.ViewService/Write"
 # A client with no deadline leaves gRPC's "time remaining" at about forever.
 _NO_DEADLINE = 1e8
 
@@ -68,12 +69,16 @@ class ReplicaConfig:
 
 
 class ReplicaLookups:
-    """Lookups answered from the table when they can be, else by the server."""
+    """Lookups answered from the table when they can be, else by the server; and writes,
+    whose acknowledged epochs a lookup's `min_epoch` may then wait for here."""
 
-    def __init__(self, table: ReplicaTable, limits: Limits, forward: Callable[[bytes, Any], bytes]) -> None:
+    def __init__(
+        self, table: ReplicaTable, limits: Limits, forward: Callable[[str], Callable[[bytes, Any], bytes]]
+    ) -> None:
         self._table = table
         self._limits = limits
-        self._forward = forward
+        self._forward = forward(_LOOKUP)
+        self._forward_write = forward(_WRITE)
         # (id of the view's relation, columnar) -> (that relation, its answers' encoder)
         self._answers: dict[tuple[int, bool], tuple[object, RowAnswer | ColumnEncoder]] = {}
 
@@ -83,6 +88,11 @@ class ReplicaLookups:
             return answer
         answer = self._forward(data, context)
         self._table.seen(pb.LookupResponse.FromString(answer).epoch)
+        return answer
+
+    def write(self, data: bytes, context: grpc.ServicerContext) -> bytes:
+        answer = self._forward_write(data, context)
+        self._table.acked(pb.WriteResponse.FromString(answer).epoch)
         return answer
 
     def hit(self, data: bytes) -> bytes | None:
@@ -135,6 +145,7 @@ class Forwarder(grpc.GenericRpcHandler):
                 self._handlers[path] = self._handler(path, method.client_streaming, method.server_streaming)
         self._lookups = lookups(self)
         self._handlers[_LOOKUP] = grpc.unary_unary_rpc_method_handler(self._lookups.lookup)
+        self._handlers[_WRITE] = grpc.unary_unary_rpc_method_handler(self._lookups.write)
 
     def service(self, handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
         return self._handlers.get(handler_call_details.method)  # type: ignore[attr-defined]
@@ -253,7 +264,7 @@ def run(conn: Connection) -> None:
         return
     channel = grpc.insecure_channel(config.upstream, options=config.limits.grpc_options())
     table = ReplicaTable()
-    forwarder = Forwarder(channel, lambda f: ReplicaLookups(table, config.limits, f.unary(_LOOKUP)))
+    forwarder = Forwarder(channel, lambda f: ReplicaLookups(table, config.limits, f.unary))
     server.add_generic_rpc_handlers((forwarder,))
     conn.send(("bound", bound))
     stop = threading.Event()

@@ -29,6 +29,7 @@ class ReplicaTable:
         self._catch_up = catch_up  # the longest a hit waits for the copy to reach an epoch
         self.epoch = 0
         self._seen = 0  # the newest epoch an answer through the replica has reflected
+        self._acked = 0  # the newest epoch a write through the replica was acknowledged at
         # The views of the server's program (None: no program yet).
         self.relations: dict[str, Relation] | None = None
         self._rows: dict[ReaderName, dict[Key, list[Row]]] = {}
@@ -64,6 +65,12 @@ class ReplicaTable:
             for wire in wires:
                 wire.pop(key, None)
 
+    def acked(self, epoch: int) -> None:
+        """A write through the replica was acknowledged at `epoch`: the server applies it
+        soon (its apply lag is bounded), so a lookup waiting for it may wait here."""
+        with self._lock:
+            self._acked = max(self._acked, epoch)
+
     def hits(
         self,
         name: ReaderName,
@@ -73,12 +80,16 @@ class ReplicaTable:
         form: str,
     ) -> tuple[list[E], int] | None:
         """Each key's rows as `encode` puts them, and the epoch they are at; None when a key
-        is missing here or the epoch is before `min_epoch` (the server answers those)."""
+        is missing here, or when the copy does not reach `min_epoch` (or an epoch already
+        answered, see `seen`) within the catch-up time; the server answers those. It waits
+        only for epochs it knows are coming: answered, or acknowledged to a write here."""
         with self._lock:
-            if min_epoch is not None and min_epoch > self.epoch:
+            # An epoch no write through here was acknowledged at: the server says what it is.
+            if min_epoch is not None and min_epoch > max(self.epoch, self._acked):
                 return None
-            if self._seen > self.epoch and not self._moved.wait_for(
-                lambda: self.epoch >= self._seen, timeout=self._catch_up
+            wanted = max(self._seen, min_epoch or 0)
+            if wanted > self.epoch and not self._moved.wait_for(
+                lambda: self.epoch >= wanted, timeout=self._catch_up
             ):
                 return None
             table = self._rows.get(name)

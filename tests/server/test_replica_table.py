@@ -90,3 +90,16 @@ def test_the_reads_go_back_once() -> None:
     assert [(name, sorted(keys)) for name, keys in reads.keys] == [(NAME, [(1,), (2,)])]  # type: ignore[type-var]
     assert t.take_reads() is None
     assert isinstance(reads, Reads)
+
+
+def test_a_min_epoch_waits_here_only_for_an_epoch_acknowledged_here() -> None:
+    t = table(catch_up=60.0)
+    t.apply(Changes(4, [(NAME, {(1,): [(1, 10)]})]))
+    assert t.hits(NAME, [(1,)], 5, encode, "rows") is None  # epoch 5 is not known to be coming
+    t.acked(5)  # a write through the replica was acknowledged at 5
+    got: list[object] = []
+    reader = threading.Thread(target=lambda: got.append(t.hits(NAME, [(1,)], 5, encode, "rows")))
+    reader.start()
+    t.apply(Changes(5, [(NAME, {(1,): [(1, 11)]})]))
+    reader.join()
+    assert got == [([b"[(1, 11)]"], 5)]
