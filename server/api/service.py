@@ -69,6 +69,10 @@ def node_message(node: NodeInfo) -> pb.DataflowNode:
     )
 
 
+def _as_they_are(rows: list[Any]) -> list[Any]:
+    return rows
+
+
 def _serialize_lookup(response: pb.LookupResponse | bytes) -> bytes:
     return response if isinstance(response, bytes) else response.SerializeToString()
 
@@ -236,8 +240,9 @@ class ViewService(pb_grpc.ViewServiceServicer):
     def _page(
         self, request: pb.LookupRequest, keys: Rows, min_epoch: int | None, context: grpc.ServicerContext
     ) -> bytes:
-        """A page of each key's rows of an ordered view (server/reads/pages.py), read on the
-        locked path: the page is cut from the key's rows at the answer's epoch."""
+        """A page of each key's rows of an ordered view (server/reads/pages.py): the page is
+        cut from the key's rows at the answer's epoch, read as a hit when every key is
+        present, else on the locked path."""
         view, program = request.view, self.scheduler.view_state.require_program()
         relation = view_relation(program, view)
         order, attributes = program.checked.view_orders.get(view), relation.attributes
@@ -248,7 +253,13 @@ class ViewService(pb_grpc.ViewServiceServicer):
         if after is not None:
             values = {a: coerce_typed(v, relation.types[a], f"after.{a}") for a, v in after.items()}
             page = Page(page.limit, values)
-        groups, epoch = self.scheduler.lookup_rows(view, keys, min_epoch, context.time_remaining())
+        # Present keys are read without the lock, as hits are: each key's rows in order, the
+        # list itself cached per version of the key (the page is a slice of it).
+        hit = self.scheduler.hits(view, keys, min_epoch, _as_they_are, form="page")
+        if hit is not None:
+            groups, epoch = hit
+        else:
+            groups, epoch = self.scheduler.lookup_rows(view, keys, min_epoch, context.time_remaining())
         answer = self.answer(program, view, request.columnar)
         pages = [cut_page(rows, order, attributes, page, view) for rows in groups]
         encoded = [answer.encode(rows) for rows in pages]

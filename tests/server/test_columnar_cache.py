@@ -105,3 +105,25 @@ def test_a_one_key_answer_is_the_cached_bytes(served: tuple[CountingService, str
     fragments = answer([(5, "e", 0)])
     response = ColumnEncoder([("id", "int"), ("title", "string"), ("votes", "int")]).response([fragments], 9)
     assert response == b"\x10\x09" + fragments[-1]
+
+
+ORDERED = """
+source story(author: int, id: int, created: int).
+view newest(author) order by created desc, id limit 3.
+newest(author: A, id: I, created: C) :- story(author: A, id: I, created: C).
+"""
+
+
+def test_a_page_of_present_keys_is_a_hit(served: tuple[CountingService, str]) -> None:
+    """Pages are cut from the rows a hit reads without the dataflow lock (answered at the
+    last published epoch): one is answered while another thread holds the lock."""
+    service, address = served
+    service.scheduler.install(ORDERED)
+    with Client(address, timeout=30.0) as db:
+        epoch = db.write("story", insert=[{"author": 1, "id": i, "created": i % 4} for i in range(6)])
+        first = db.lookup("newest", {"author": 1}, limit=2, min_epoch=epoch)  # a miss: fills the key
+        assert [r["id"] for r in first] == [3, 2]
+        with service.scheduler.view_state.lock:  # the locked path would wait for this
+            second = db.lookup("newest", {"author": 1}, limit=2, after=first[-1])
+            assert [r["id"] for r in second] == [1]  # the window: 3, 2, 1
+            assert db.lookup("newest", {"author": 1}, limit=2) == first
