@@ -447,7 +447,8 @@ def test_cli_serve_passes_arguments(monkeypatch: pytest.MonkeyPatch, tmp_path: P
     monkeypatch.setenv("POMOVIEW_MEMORY_BUDGET", "1.5G")
     monkeypatch.setenv("POMOVIEW_SPARK_CONF", "spark.cores.max=2")
     for var in ("POMOVIEW_TOKEN", "POMOVIEW_TLS_CERT", "POMOVIEW_TLS_KEY", "POMOVIEW_TLS_CLIENT_CA",
-                "POMOVIEW_SPARK_TIMEOUT", "POMOVIEW_SPARK_WRITE_TIMEOUT", "POMOVIEW_HIT_REPLICA", *(limit.env for limit in LIMITS)):
+                "POMOVIEW_SPARK_TIMEOUT", "POMOVIEW_SPARK_WRITE_TIMEOUT", "POMOVIEW_HIT_REPLICA",
+                *(limit.env for limit in LIMITS)):
         monkeypatch.delenv(var, raising=False)
     assert main(["serve", "--port", "9000", "--program", "p.pomo", "--flush-interval", "0.5"]) == 0
     (tmp_path / "spark.conf").write_text("spark.executor.memory 2g\n")
