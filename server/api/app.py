@@ -11,7 +11,6 @@ import sys
 import tempfile
 import threading
 from collections.abc import Mapping
-from concurrent import futures
 from pathlib import Path
 from typing import NoReturn
 
@@ -21,6 +20,7 @@ from grpc_reflection.v1alpha import reflection
 
 from pomoview.proto.pomoview.v1 import view_service_pb2 as pb
 from pomoview.server.api.hit_replica import ReplicaConfig
+from pomoview.server.api.listen import listen
 from pomoview.server.api.replica_process import ReplicaProcess, ReplicaStartError
 from pomoview.server.api.security import SecurityConfigError, ServerSecurity, is_loopback
 from pomoview.server.api.service import ViewService, add_view_service
@@ -465,24 +465,8 @@ def _bind(address: str, security: ServerSecurity, limits: Limits) -> tuple[grpc.
     TLS key that does not match its certificate) is refused at once. Exits with 1 if not."""
     # A lookup that misses holds its thread while its Spark job runs; concurrent misses can
     # only share a job (upquery_jobs.py) if they are all being served, so the pool is wide.
-    server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=GRPC_THREADS, thread_name_prefix="grpc"),
-        interceptors=security.interceptors(),
-        # gRPC sets SO_REUSEPORT by default: a second server on a port in use would bind
-        # without error and share the clients with the first (seen with two `serve`s on 7878).
-        options=[*limits.grpc_options(), ("grpc.so_reuseport", 0)],
-    )
-    credentials = security.server_credentials()
-    try:
-        if credentials is None:
-            bound = server.add_insecure_port(address)
-        else:
-            bound = server.add_secure_port(address, credentials)
-    except RuntimeError:  # grpc raises where it used to return 0
-        bound = 0
-    if bound == 0:
-        # grpc checks the key against the certificate only here, with nothing but "failed to bind".
-        hint = " (is --tls-key the private key of --tls-cert?)" if credentials is not None else ""
-        print(f"pomoview: cannot listen on {address}{hint}", file=sys.stderr)
+    bound = listen(address, security, limits, GRPC_THREADS)
+    if isinstance(bound, str):
+        print(f"pomoview: {bound}", file=sys.stderr)
         raise SystemExit(1)
-    return server, bound
+    return bound

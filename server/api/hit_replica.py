@@ -26,7 +26,6 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from concurrent import futures
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
@@ -38,6 +37,7 @@ from grpc_reflection.v1alpha import reflection_pb2
 
 from pomoview.proto.pomoview.v1 import view_service_pb2 as pb
 from pomoview.server.api.answers import ColumnEncoder, RowAnswer, answer_of
+from pomoview.server.api.listen import listen
 from pomoview.server.api.requests import lookup_keys
 from pomoview.server.api.security import ServerSecurity
 from pomoview.server.errors import ServiceError
@@ -223,27 +223,6 @@ def _timeout(context: grpc.ServicerContext) -> float | None:
     return None if remaining is None or remaining > _NO_DEADLINE else max(remaining, 0.001)
 
 
-def _bind(config: ReplicaConfig) -> tuple[grpc.Server, int | str]:
-    server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=config.threads, thread_name_prefix="grpc"),
-        interceptors=config.security.interceptors(),
-        options=[*config.limits.grpc_options(), ("grpc.so_reuseport", 0)],
-    )
-    credentials = config.security.server_credentials()
-    address = f"{config.host}:{config.port}"
-    try:
-        if credentials is None:
-            bound = server.add_insecure_port(address)
-        else:
-            bound = server.add_secure_port(address, credentials)
-    except RuntimeError:
-        bound = 0
-    if bound == 0:
-        hint = " (is --tls-key the private key of --tls-cert?)" if credentials is not None else ""
-        return server, f"cannot listen on {address}{hint}"
-    return server, bound
-
-
 def _report_reads(table: ReplicaTable, conn: Connection, stop: threading.Event) -> None:
     while not stop.wait(REPORT_SECONDS):
         reads = table.take_reads()
@@ -258,10 +237,11 @@ def run(conn: Connection) -> None:
     """Serves until the server closes `conn`."""
     config: ReplicaConfig = conn.recv()
     sys.setswitchinterval(config.switch_interval)
-    server, bound = _bind(config)
-    if isinstance(bound, str):
-        conn.send(("failed", bound))
+    listening = listen(f"{config.host}:{config.port}", config.security, config.limits, config.threads)
+    if isinstance(listening, str):
+        conn.send(("failed", listening))
         return
+    server, bound = listening
     channel = grpc.insecure_channel(config.upstream, options=config.limits.grpc_options())
     table = ReplicaTable()
     forwarder = Forwarder(channel, lambda f: ReplicaLookups(table, config.limits, f.unary))

@@ -7,6 +7,8 @@ server, even a killed one."""
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -114,3 +116,27 @@ def _zombie(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
     except OSError:
         return True
+
+
+def test_a_port_in_use_is_refused_at_once(server: ServerProcess, tmp_path: Path) -> None:
+    port = server.address.rsplit(":", 1)[1]
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pomoview.server.cli",
+            "serve",
+            "--data",
+            str(tmp_path / "data"),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            port,
+            "--hit-replica",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1
+    assert f"pomoview: cannot listen on 127.0.0.1:{port}" in done.stderr
