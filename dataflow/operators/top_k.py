@@ -176,7 +176,6 @@ class TopK(Reader):
             self.evict_own(keys)
             return
         assert self.limit is not None
-        self.metrics.filled_keys += len(keys)  # Stats' `upqueries` of this node: its pulls too
         grouped = group_by_key(answer.items(), self.key_cols, keys)
         for key in keys:
             pulled = [r for r, w in grouped.get(key, ()) if w > 0]

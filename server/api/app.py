@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
-import shutil
 import signal
 import sys
-import tempfile
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -19,9 +16,8 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from pomoview.proto.pomoview.v1 import view_service_pb2 as pb
-from pomoview.server.api.hit_replica import ReplicaConfig
 from pomoview.server.api.listen import listen
-from pomoview.server.api.replica_process import ReplicaProcess, ReplicaStartError
+from pomoview.server.api.replica_process import ReplicaFront, ReplicaStartError
 from pomoview.server.api.security import SecurityConfigError, ServerSecurity, is_loopback
 from pomoview.server.api.service import ViewService, add_view_service
 from pomoview.server.disk.fileio import OS_FILES
@@ -172,27 +168,16 @@ def serve(
         spark_timeout=spark_timeout, spark_write_timeout=spark_write_timeout, hit_replica=hit_replica,
     )
     metrics = _serve_metrics(host, metrics_port)
-    replica: ReplicaProcess | None = None
-    if hit_replica:
-        server, replica, upstream_dir = _bind_behind_replica(host, port, security, limits)
-        bound: int = replica.port
-    else:
-        server, bound = _bind(f"{host}:{port}", security, limits)
+    front = _bind_front(host, port, security, limits) if hit_replica else None
+    server, bound = (front.server, front.replica.port) if front else _bind(f"{host}:{port}", security, limits)
     spark = _start_spark(spark_master, spark_conf or SparkConf(), host)
     try:
         # A store on Hadoop's file system opens through the JVM: this waits for it to boot.
         scheduler = Scheduler(
-            data_dir,
-            spark,
-            flush_interval=flush_interval,
-            max_apply_lag=max_apply_lag,
-            store_dir=location,
-            full_state=full_state,
-            memory_budget=memory_budget,
-            metrics=metrics,
-            subscription_buffer=subscription_buffer,
+            data_dir, spark, flush_interval=flush_interval, max_apply_lag=max_apply_lag,
+            store_dir=location, full_state=full_state, memory_budget=memory_budget, metrics=metrics,
+            subscription_buffer=subscription_buffer, limits=limits,
             spark_timeouts=SparkTimeouts(spark_timeout, spark_write_timeout),
-            limits=limits,
         )
     except StoreLocationError as err:
         _refuse_start(f"pomoview: {err}", spark)
@@ -201,49 +186,43 @@ def serve(
     scheduler.start()
     watch = ExecutorWatch(spark_master, spark.current)
     done = _stop_on_signals()
-    lost = threading.Event()  # the hit replica went away
-
-    def on_lost() -> None:
-        lost.set()
-        done.set()
-
-    feed = None if replica is None else ReplicaFeed(scheduler.view_state, replica.conn, metrics, on_lost)
-    health_servicer, services = _add_services(server, scheduler, watch, feed)
-    _watch_executors(watch, spark, metrics, health_servicer)
-    server.start()
-    for name in services:
-        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    if replica is not None and feed is not None:
-        replica.serve()  # before the feed's first message: one thread writes the socket at a time
-        feed.start()
+    feed = front.feed(scheduler.view_state, metrics, on_lost=done.set) if front else None
+    health_servicer = _start_serving(server, scheduler, watch, spark, metrics, feed)
+    if front is not None:
+        front.serve()
     print(f"pomoview listening on {host}:{bound}", flush=True)
     if os.environ.get("POMOVIEW_TRACEMALLOC"):
         _trace_memory(int(os.environ["POMOVIEW_TRACEMALLOC"]))
     done.wait()
     watch.stop()
-    if replica is not None and feed is not None:
-        feed.stop()
-        replica.stop()
-        shutil.rmtree(upstream_dir, ignore_errors=True)
-    _shut_down(server, health_servicer, spark, scheduler)
-    if lost.is_set():
+    _shut_down(server, health_servicer, spark, scheduler, front)
+    if front is not None and front.lost.is_set():
         log.error("stopped: the hit replica went away")
         raise SystemExit(1)
 
 
-def _bind_behind_replica(
-    host: str, port: int, security: ServerSecurity, limits: Limits
-) -> tuple[grpc.Server, ReplicaProcess, str]:
-    """This server on a local socket in a new private folder, and the hit replica bound to
-    `host:port` in front of it (not serving yet). The local socket needs no TLS; the token,
-    which the replica passes on, is checked here as well. Exits with 1 if the replica cannot
-    listen."""
-    folder = tempfile.mkdtemp(prefix="pomoview-")
-    upstream = f"unix:{folder}/server.sock"
-    server, _ = _bind(upstream, dataclasses.replace(security, cert=None, key=None, client_ca=None), limits)
-    config = ReplicaConfig(host, port, upstream, security, limits, GRPC_THREADS, SWITCH_INTERVAL)
+def _start_serving(
+    server: grpc.Server,
+    scheduler: Scheduler,
+    watch: ExecutorWatch,
+    spark: SparkProvider,
+    metrics: Metrics,
+    feed: ReplicaFeed | None,
+) -> health.HealthServicer:
+    """Adds the services to `server`, starts it and says SERVING; returns the health servicer."""
+    health_servicer, services = _add_services(server, scheduler, watch, feed)
+    _watch_executors(watch, spark, metrics, health_servicer)
+    server.start()
+    for name in services:
+        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    return health_servicer
+
+
+def _bind_front(host: str, port: int, security: ServerSecurity, limits: Limits) -> ReplicaFront:
+    """The hit replica bound to `host:port` in front of this server (replica_process.py);
+    exits with 1 if either cannot listen."""
     try:
-        return server, ReplicaProcess.start(config), folder
+        return ReplicaFront.bind(host, port, security, limits, GRPC_THREADS, SWITCH_INTERVAL)
     except ReplicaStartError as err:
         print(f"pomoview: {err}", file=sys.stderr)
         raise SystemExit(1) from None
@@ -431,9 +410,15 @@ def _stop_on_signals() -> threading.Event:
 
 
 def _shut_down(
-    server: grpc.Server, health_servicer: health.HealthServicer, spark: SparkProvider, scheduler: Scheduler
+    server: grpc.Server,
+    health_servicer: health.HealthServicer,
+    spark: SparkProvider,
+    scheduler: Scheduler,
+    front: ReplicaFront | None = None,
 ) -> None:
     log.info("shutting down")
+    if front is not None:
+        front.stop()  # first: no call reaches this server through it any more
     health_servicer.enter_graceful_shutdown()
     server.stop(grace=2).wait()
     # A JVM still booting serves nobody now: killed, it releases a flush waiting for it, so
