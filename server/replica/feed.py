@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import queue
 import threading
 from collections.abc import Callable
 from multiprocessing.connection import Connection
@@ -27,7 +26,7 @@ from multiprocessing.connection import Connection
 from pomoview.dataflow.state.keyed_state import Key
 from pomoview.planner.compile import ProgramGraph
 from pomoview.server.metrics.metrics import Metrics
-from pomoview.server.replica.messages import Changes, ReaderName, Reads, Row, Views
+from pomoview.server.replica.messages import Changes, Outbox, ReaderName, Reads, Row, Views
 from pomoview.server.views.view_state import ViewState
 
 log = logging.getLogger("pomoview.replica")
@@ -41,14 +40,14 @@ class ReplicaFeed:
         self._conn = conn
         self._metrics = metrics
         self._on_lost = on_lost  # the replica went away
-        self._out: queue.Queue[Views | Changes | None] = queue.Queue()
+        self._out = Outbox()
         self._graph: ProgramGraph | None = None
         self._started = False  # the first `collect` sends `Views` whatever the graph
         self._epoch = -1
         # reader -> the keys the replica holds (a key that goes is sent only if held there).
         self._held: dict[ReaderName, set[Key]] = {}
         self.replica_hits = 0
-        self.messages_sent = 0  # each `Views` or `Changes`
+        self.batches_sent = 0  # each send of what was queued, merged (Outbox)
         self._threads = [
             threading.Thread(target=self._send_loop, name="replica-send", daemon=True),
             threading.Thread(target=self._read_loop, name="replica-reads", daemon=True),
@@ -63,7 +62,7 @@ class ReplicaFeed:
     def stop(self) -> None:
         with self._view.lock:
             self._view.on_release(None)
-        self._out.put(None)
+        self._out.close()
         self._threads[0].join(timeout=5)
         self._conn.close()
 
@@ -118,27 +117,18 @@ class ReplicaFeed:
 
     def sent(self) -> None:
         """Returns once everything queued so far is sent (tests)."""
-        self._out.join()
+        self._out.wait_sent()
 
     def _send_loop(self) -> None:
-        while True:
-            batch = [self._out.get()]
-            while not self._out.empty():  # a burst goes as one message
-                batch.append(self._out.get_nowait())
-            messages = [m for m in batch if m is not None]
+        while (messages := self._out.take()) is not None:
             try:
-                if messages:
-                    self._conn.send(messages)
-                    self.messages_sent += len(messages)
+                self._conn.send(messages)
             except OSError:
                 log.error("the hit replica went away")
                 self._on_lost()
                 return
-            finally:
-                for _ in batch:
-                    self._out.task_done()
-            if len(messages) < len(batch):
-                return
+            self.batches_sent += 1
+            self._out.sent()
 
     def _read_loop(self) -> None:
         while True:

@@ -10,6 +10,7 @@ the keys they read, for the server's eviction marks and counters.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 from pomoview.planner.frontend.validate import Relation
@@ -45,3 +46,59 @@ class Reads:
 
     hits: int
     keys: list[tuple[ReaderName, list[Key]]]
+
+
+class Outbox:
+    """What the feed has yet to send, kept merged: the last `Views` and, after it, one
+    entry per reader and changed key (a later change replaces an earlier one) at the last
+    epoch. Applied in order, what `take` gives leaves a replica's copy as every message
+    put would; and a replica that falls behind costs the server one entry per changed key,
+    not one message per step."""
+
+    def __init__(self) -> None:
+        self._moved = threading.Condition()
+        self._views: Views | None = None
+        self._changes: dict[ReaderName, dict[Key, list[Row] | None]] = {}
+        self._epoch: int | None = None  # of the last message put and not yet taken
+        self._closed = False
+        self._put = self._taken = self._sent = 0  # counts of messages
+
+    def put(self, message: Views | Changes) -> None:
+        with self._moved:
+            if isinstance(message, Views):
+                self._views, self._changes = message, {}
+            else:
+                for name, keys in message.readers:
+                    self._changes.setdefault(name, {}).update(keys)
+            self._epoch = message.epoch
+            self._put += 1
+            self._moved.notify_all()
+
+    def take(self) -> list[Views | Changes] | None:
+        """Everything put since the last take, merged (waits for some); None once closed."""
+        with self._moved:
+            self._moved.wait_for(lambda: self._epoch is not None or self._closed)
+            if self._epoch is None:
+                return None
+            out: list[Views | Changes] = [] if self._views is None else [self._views]
+            if self._changes or self._views is None or self._views.epoch != self._epoch:
+                out.append(Changes(self._epoch, list(self._changes.items())))
+            self._views, self._changes, self._epoch = None, {}, None
+            self._taken = self._put
+            return out
+
+    def sent(self) -> None:
+        """What the last `take` gave is sent."""
+        with self._moved:
+            self._sent = self._taken
+            self._moved.notify_all()
+
+    def wait_sent(self) -> None:
+        """Returns once everything put so far is sent (tests)."""
+        with self._moved:
+            self._moved.wait_for(lambda: self._sent == self._put or self._closed)
+
+    def close(self) -> None:
+        with self._moved:
+            self._closed = True
+            self._moved.notify_all()

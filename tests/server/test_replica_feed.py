@@ -53,7 +53,7 @@ class Replica:
                 for message in messages:
                     self.table.apply(message)
                 with self._moved:
-                    self.applied += len(messages)
+                    self.applied += 1  # one batch
                     self._moved.notify_all()
         except (EOFError, OSError):
             return
@@ -61,7 +61,7 @@ class Replica:
     def caught_up(self, feed: ReplicaFeed) -> None:
         feed.sent()
         with self._moved:
-            assert self._moved.wait_for(lambda: self.applied == feed.messages_sent, timeout=30)
+            assert self._moved.wait_for(lambda: self.applied == feed.batches_sent, timeout=30)
 
 
 @pytest.fixture
