@@ -66,11 +66,10 @@ class ReplicaProcess:
         self.conn.send("start")
 
     def stop(self) -> None:
-        """Ends the replica and waits for it (kills it after 10 s). A signal, since closing
-        the socket here sends no end of file while a thread of ours still reads it."""
+        """Ends the replica and waits for it (kills it after 10 s); the socket is the feed's
+        to close (ReplicaFeed.close). A signal, since closing the socket here would send no
+        end of file while a thread of ours still reads it."""
         self.process.terminate()
-        if not self.conn.closed:
-            self.conn.close()
         try:
             self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:
@@ -128,4 +127,6 @@ class ReplicaFront:
         if self._feed is not None:
             self._feed.stop()
         self.replica.stop()
+        if self._feed is not None:
+            self._feed.close()
         shutil.rmtree(self._folder, ignore_errors=True)

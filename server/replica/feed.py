@@ -47,6 +47,7 @@ class ReplicaFeed:
         # reader -> the keys the replica holds (a key that goes is sent only if held there).
         self._held: dict[ReaderName, set[Key]] = {}
         self.replica_hits = 0
+        self._stopping = False
         self.batches_sent = 0  # each send of what was queued, merged (Outbox)
         self._threads = [
             threading.Thread(target=self._send_loop, name="replica-send", daemon=True),
@@ -60,10 +61,18 @@ class ReplicaFeed:
             thread.start()
 
     def stop(self) -> None:
+        """Stops sending; the replica's end may close from now on without it counting as
+        lost. Then `close`, once the replica is gone."""
+        self._stopping = True
         with self._view.lock:
             self._view.on_release(None)
         self._out.close()
         self._threads[0].join(timeout=5)
+
+    def close(self) -> None:
+        """Closes the socket once the replica's end is closed (its reads thread has seen the
+        end of it: closing a socket another thread reads would send no end of file)."""
+        self._threads[1].join(timeout=5)
         self._conn.close()
 
     def collect(self) -> None:
@@ -135,7 +144,7 @@ class ReplicaFeed:
             try:
                 reads: Reads = self._conn.recv()
             except (EOFError, OSError):
-                if not self._conn.closed:
+                if not self._stopping:
                     log.error("the hit replica went away")
                     self._on_lost()
                 return

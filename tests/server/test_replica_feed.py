@@ -44,11 +44,19 @@ class Replica:
         self.table = ReplicaTable()
         self.applied = 0
         self._moved = threading.Condition()
-        threading.Thread(target=self._run, daemon=True).start()
+        self.stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self._thread.join()
 
     def _run(self) -> None:
         try:
-            while True:
+            while not self.stopped.is_set():
+                if not self.conn.poll(0.05):  # so that `stop` ends the thread before the close
+                    continue
                 messages = self.conn.recv()
                 for message in messages:
                     self.table.apply(message)
@@ -76,7 +84,9 @@ def fed(tmp_path: Path, spark: Any) -> Iterator[tuple[Scheduler, ReplicaFeed, Re
         yield s, feed, replica
     finally:
         feed.stop()
+        replica.stop()
         theirs.close()
+        feed.close()
         s.stop()
 
 
