@@ -385,7 +385,10 @@ def _add_services(
     """Adds the view service, health checks and reflection to `server`; returns the health
     servicer and the names it reports SERVING once the server has started."""
     replica_hits = None if feed is None else (lambda: feed.replica_hits)
-    add_view_service(ViewService(scheduler, watch.status, replica_hits), server)
+    service = ViewService(scheduler, watch.status, replica_hits)
+    add_view_service(service, server)
+    if feed is not None:
+        feed.serve_writes(service.write_bytes)
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     service_name = pb.DESCRIPTOR.services_by_name["ViewService"].full_name

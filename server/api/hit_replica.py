@@ -48,7 +48,7 @@ from pomoview.server.typed_rows import typed_keys
 log = logging.getLogger("pomoview.replica")
 REPORT_SECONDS = 0.1
 _LOOKUP = "/pomoview.v1.ViewService/Lookup"
-_WRITE = "/pomoview.v1.ViewService/Write"
+_WRITE = "/pomoview.v1.ViewService/Write"  # passed over the socket, not forwarded
 # A client with no deadline leaves gRPC's "time remaining" at about forever.
 _NO_DEADLINE = 1e8
 
@@ -73,12 +73,16 @@ class ReplicaLookups:
     whose acknowledged epochs a lookup's `min_epoch` may then wait for here."""
 
     def __init__(
-        self, table: ReplicaTable, limits: Limits, forward: Callable[[str], Callable[[bytes, Any], bytes]]
+        self,
+        table: ReplicaTable,
+        limits: Limits,
+        forward: Callable[[str], Callable[[bytes, Any], bytes]],
+        writes: ServerWrites,
     ) -> None:
         self._table = table
         self._limits = limits
         self._forward = forward(_LOOKUP)
-        self._forward_write = forward(_WRITE)
+        self._writes = writes
         # (id of the view's relation, columnar) -> (that relation, its answers' encoder)
         self._answers: dict[tuple[int, bool], tuple[object, RowAnswer | ColumnEncoder]] = {}
 
@@ -91,7 +95,11 @@ class ReplicaLookups:
         return answer
 
     def write(self, data: bytes, context: grpc.ServicerContext) -> bytes:
-        answer = self._forward_write(data, context)
+        ok, answer = self._writes.call(data)
+        if not ok:
+            code, details = answer
+            context.abort(getattr(grpc.StatusCode, code), details)  # type: ignore[attr-defined]
+        assert isinstance(answer, bytes)
         self._table.acked(pb.WriteResponse.FromString(answer).epoch)
         return answer
 
@@ -126,6 +134,33 @@ class ReplicaLookups:
         answer = answer_of([(a, relation.types[a]) for a in relation.attributes], columnar)
         self._answers[(id(relation), columnar)] = (relation, answer)
         return answer
+
+
+class ServerWrites:
+    """Writes passed to the server over the feed's socket (ReplicaFeed.serve_writes), a
+    cheaper hop than a gRPC call: the token was checked here, by the interceptor."""
+
+    def __init__(self, conn: Connection, send_lock: threading.Lock) -> None:
+        self._conn = conn
+        self._send_lock = send_lock
+        self._calls = 0
+        self._waiting: dict[int, tuple[threading.Event, list[Any]]] = {}
+
+    def call(self, data: bytes) -> tuple[bool, Any]:
+        done, answer = threading.Event(), list[Any]()
+        with self._send_lock:
+            self._calls += 1
+            call = self._calls
+            self._waiting[call] = (done, answer)
+            self._conn.send(("write", call, data))
+        done.wait()
+        ok, payload = answer
+        return ok, payload
+
+    def answered(self, call: int, ok: bool, payload: Any) -> None:
+        done, answer = self._waiting.pop(call)
+        answer += [ok, payload]
+        done.set()
 
 
 class Forwarder(grpc.GenericRpcHandler):
@@ -223,12 +258,15 @@ def _timeout(context: grpc.ServicerContext) -> float | None:
     return None if remaining is None or remaining > _NO_DEADLINE else max(remaining, 0.001)
 
 
-def _report_reads(table: ReplicaTable, conn: Connection, stop: threading.Event) -> None:
+def _report_reads(
+    table: ReplicaTable, conn: Connection, send_lock: threading.Lock, stop: threading.Event
+) -> None:
     while not stop.wait(REPORT_SECONDS):
         reads = table.take_reads()
         if reads is not None:
             try:
-                conn.send(reads)
+                with send_lock:
+                    conn.send(reads)
             except OSError:
                 return
 
@@ -244,7 +282,9 @@ def run(conn: Connection) -> None:
     server, bound = listening
     channel = grpc.insecure_channel(config.upstream, options=config.limits.grpc_options())
     table = ReplicaTable()
-    forwarder = Forwarder(channel, lambda f: ReplicaLookups(table, config.limits, f.unary))
+    send_lock = threading.Lock()  # the reads' reports and the writes share the socket
+    writes = ServerWrites(conn, send_lock)
+    forwarder = Forwarder(channel, lambda f: ReplicaLookups(table, config.limits, f.unary, writes))
     server.add_generic_rpc_handlers((forwarder,))
     conn.send(("bound", bound))
     stop = threading.Event()
@@ -253,7 +293,11 @@ def run(conn: Connection) -> None:
             item = conn.recv()
             if item == "start":
                 server.start()
-                threading.Thread(target=_report_reads, args=(table, conn, stop), daemon=True).start()
+                threading.Thread(
+                    target=_report_reads, args=(table, conn, send_lock, stop), daemon=True
+                ).start()
+            elif isinstance(item, tuple):  # ("written", call, ok, payload)
+                writes.answered(*item[1:])
             else:
                 for message in item:
                     table.apply(message)

@@ -142,6 +142,25 @@ def add_view_service(service: ViewService, server: grpc.Server) -> None:
     server.add_registered_method_handlers(descriptor.full_name, handlers)
 
 
+class Aborted(Exception):
+    """A call answered in process (`LocalContext`) ended with a status."""
+
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        super().__init__(details)
+        self.code, self.details = code, details
+
+
+class LocalContext:
+    """The context of a call made in process rather than over gRPC (the hit replica's writes):
+    no deadline, no metadata; `abort` raises `Aborted`."""
+
+    def abort(self, code: grpc.StatusCode, details: str) -> None:
+        raise Aborted(code, details)
+
+    def time_remaining(self) -> float | None:
+        return None
+
+
 class ViewService(pb_grpc.ViewServiceServicer):
     def __init__(
         self,
@@ -197,6 +216,18 @@ class ViewService(pb_grpc.ViewServiceServicer):
             return pb.WriteResponse(epoch=self.scheduler.write(changes))
 
         return self._call(context, run)
+
+    def write_bytes(self, data: bytes) -> tuple[bool, bytes | tuple[str, str]]:
+        """A serialized WriteRequest answered in process (the hit replica passes its writes
+        this way, a cheaper hop than a gRPC call): (True, the serialized WriteResponse) or
+        (False, (status code name, message))."""
+        request = _decoder(pb.WriteRequest)(data)
+        if isinstance(request, Undecodable):
+            return False, ("INVALID_ARGUMENT", request.message)
+        try:
+            return True, self.Write(request, LocalContext()).SerializeToString()  # type: ignore[arg-type]
+        except Aborted as err:
+            return False, (err.code.name, err.details)
 
     def Lookup(
         self, request: pb.LookupRequest, context: grpc.ServicerContext

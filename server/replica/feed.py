@@ -21,6 +21,7 @@ import dataclasses
 import logging
 import threading
 from collections.abc import Callable
+from concurrent import futures
 from multiprocessing.connection import Connection
 
 from pomoview.dataflow.state.keyed_state import Key
@@ -30,6 +31,8 @@ from pomoview.server.replica.messages import Changes, Outbox, ReaderName, Reads,
 from pomoview.server.views.view_state import ViewState
 
 log = logging.getLogger("pomoview.replica")
+# A serialized WriteRequest -> (True, the serialized WriteResponse) or (False, (status, message)).
+WriteHandler = Callable[[bytes], tuple[bool, bytes | tuple[str, str]]]
 
 
 class ReplicaFeed:
@@ -48,11 +51,20 @@ class ReplicaFeed:
         self._held: dict[ReaderName, set[Key]] = {}
         self.replica_hits = 0
         self._stopping = False
+        # Writes the replica passes over the socket (`serve_writes`), answered on a pool: a
+        # write waits for its group commit, and writers waiting together share one fsync.
+        self._write: WriteHandler | None = None
+        self._writers = futures.ThreadPoolExecutor(max_workers=64, thread_name_prefix="replica-write")
+        self._send_lock = threading.Lock()  # the send thread and the write answers share the socket
         self.batches_sent = 0  # each send of what was queued, merged (Outbox)
         self._threads = [
             threading.Thread(target=self._send_loop, name="replica-send", daemon=True),
             threading.Thread(target=self._read_loop, name="replica-reads", daemon=True),
         ]
+
+    def serve_writes(self, handler: WriteHandler) -> None:
+        """From now on the replica's writes are answered by `handler` (before `start`)."""
+        self._write = handler
 
     def start(self) -> None:
         with self._view.lock:
@@ -73,6 +85,7 @@ class ReplicaFeed:
         """Closes the socket once the replica's end is closed (its reads thread has seen the
         end of it: closing a socket another thread reads would send no end of file)."""
         self._threads[1].join(timeout=5)
+        self._writers.shutdown(wait=False, cancel_futures=True)
         self._conn.close()
 
     def collect(self) -> None:
@@ -131,7 +144,8 @@ class ReplicaFeed:
     def _send_loop(self) -> None:
         while (messages := self._out.take()) is not None:
             try:
-                self._conn.send(messages)
+                with self._send_lock:
+                    self._conn.send(messages)
             except OSError:
                 log.error("the hit replica went away")
                 self._on_lost()
@@ -142,13 +156,26 @@ class ReplicaFeed:
     def _read_loop(self) -> None:
         while True:
             try:
-                reads: Reads = self._conn.recv()
+                item: Reads | tuple[str, int, bytes] = self._conn.recv()
             except (EOFError, OSError):
                 if not self._stopping:
                     log.error("the hit replica went away")
                     self._on_lost()
                 return
-            self.apply_reads(reads)
+            if isinstance(item, Reads):
+                self.apply_reads(item)
+            else:
+                _, call, data = item
+                self._writers.submit(self._answer_write, call, data)
+
+    def _answer_write(self, call: int, data: bytes) -> None:
+        handler = self._write
+        answer = handler(data) if handler is not None else (False, ("UNAVAILABLE", "the server is starting"))
+        try:
+            with self._send_lock:
+                self._conn.send(("written", call, *answer))
+        except OSError:
+            pass  # the replica went away; the read loop says so
 
     def apply_reads(self, reads: Reads) -> None:
         """The replica's hits: counted, and their keys marked as read (as a hit here would)."""

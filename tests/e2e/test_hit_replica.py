@@ -140,3 +140,17 @@ def test_a_port_in_use_is_refused_at_once(server: ServerProcess, tmp_path: Path)
     )
     assert done.returncode == 1
     assert f"pomoview: cannot listen on 127.0.0.1:{port}" in done.stderr
+
+
+def test_a_bad_write_is_refused_in_the_servers_words(server: ServerProcess) -> None:
+    """Writes go to the server over the replica's socket, and come back with its status."""
+    with server.client() as db:
+        unknown = r"changes\[0\]: unknown source 'nope' \(sources: article, vote\)"
+        with pytest.raises(InvalidArgument, match=unknown):
+            db.write("nope", insert=[{"x": 1}])
+        with pytest.raises(InvalidArgument, match="title"):
+            db.write("article", insert=[{"id": 1, "title": 7}])
+        epoch = db.write("article", insert=[{"id": 900, "title": "ok"}])
+        assert db.lookup("articleWithVotes", {"id": 900}, min_epoch=epoch) == [
+            {"id": 900, "title": "ok", "votes": 0}
+        ]
