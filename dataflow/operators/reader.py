@@ -19,8 +19,9 @@ Contract:
   `eviction.evict` evicts nothing above a reader that holds pins (an eviction above could
   reach the pinned key below). A reader without taps pays one empty-dict test per delta.
 - Replication (the server's hit replica): while `changed` is a set, every key whose group
-  changes (a delta, a fill, an eviction) is added to it; whoever set it takes the set and
-  sends those keys' rows on. None (the default) costs one test per change.
+  changes (a delta to a present key, a fill, an eviction) is added to it, and no other;
+  whoever set it takes the set and sends those keys' rows on. None (the default) costs one
+  test per change.
 """
 
 from __future__ import annotations
@@ -78,11 +79,8 @@ class Reader(KeyedNode):
         self._recording = False
         self.before = {}
 
-    def _keep(self, keys: Collection[Key]) -> None:
-        """Notes that `keys` are about to change: their published versions, and the feed's
-        set."""
-        if self.changed is not None:
-            self.changed.update(keys)
+    def _keep(self, keys: Iterable[Key]) -> None:
+        """Keeps the published versions of `keys`, which are about to change."""
         if self._recording:
             before, peek = self.before, self.state.peek
             for key in keys:
@@ -100,10 +98,14 @@ class Reader(KeyedNode):
         by_key = self.by_key(delta)
         taps = self.taps
         self._keep(by_key)  # before any group changes: see the module docstring
+        changed = self.changed
         for key, changes in by_key.items():
             if not self.state.replace(key, changes):
                 self.metrics.dropped += len(changes)
-            elif taps and key in taps:
+                continue
+            if changed is not None:
+                changed.add(key)
+            if taps and key in taps:
                 for tap in taps[key]:
                     tap.capture(changes)
         return ZSet()
@@ -128,13 +130,14 @@ class Reader(KeyedNode):
 
     def on_evict(self, port: int, cols: EvictCols, keys: Collection[Key]) -> None:
         if self._recording or self.changed is not None:  # a join's eviction
-            self._keep(list(matching_keys(self.state, self.key_cols, cols, keys)))
+            going = list(matching_keys(self.state, self.key_cols, cols, keys))
+            self._keep(going)
+            self._note(going)
         super().on_evict(port, cols, keys)
         self._drop_stale_wire()
 
     def evict_own(self, keys: Collection[Key]) -> int:
-        if self.changed is not None:
-            self.changed.update(keys)
+        self._note(keys)
         count = super().evict_own(keys)
         self._drop_stale_wire()
         return count
@@ -237,8 +240,13 @@ class Reader(KeyedNode):
 
     def fill_key(self, key: Key, rows: Iterable[tuple[Row, int]]) -> None:
         """Makes a missing key present with the rows of its upquery's answer."""
-        self._keep((key,))
+        self._note((key,))
         self.state.fill(key, rows)
+
+    def _note(self, keys: Iterable[Key]) -> None:
+        """Notes keys whose group changes (present before or after) for the replica feed."""
+        if self.changed is not None:
+            self.changed.update(keys)
 
     def lookup_step(self, keys: Sequence[Key]) -> list[list[Row]] | Upquery[list[list[Row]]]:
         """The rows of each key: a step for a `Walk`, which fills the missing keys with one

@@ -119,7 +119,7 @@ class TopK(Reader):
 
     def fill_key(self, key: Key, rows: Iterable[tuple[Row, int]]) -> None:
         held = [(row, weight) for row, weight in rows if weight]
-        self._keep((key,))
+        self._note((key,))
         self.fills += 1
         self.pulled_rows += len(held)
         if not self.windowed:
@@ -144,6 +144,7 @@ class TopK(Reader):
             if stored is None:
                 self.metrics.dropped += len(changes)
                 continue
+            self._note((key,))
             window = dict(state.view_of(key, stored))
             new = self._window(key, window, changes)
             if new is None:

@@ -76,12 +76,12 @@ class ReplicaLookups:
         self,
         table: ReplicaTable,
         limits: Limits,
-        forward: Callable[[str], Callable[[bytes, Any], bytes]],
+        forward: Callable[[bytes, Any], bytes],
         writes: ServerWrites,
     ) -> None:
         self._table = table
         self._limits = limits
-        self._forward = forward(_LOOKUP)
+        self._forward = forward  # a lookup to the server (`forwarding`)
         self._writes = writes
         # (id of the view's relation, columnar) -> (that relation, its answers' encoder)
         self._answers: dict[tuple[int, bool], tuple[object, RowAnswer | ColumnEncoder]] = {}
@@ -167,7 +167,7 @@ class Forwarder(grpc.GenericRpcHandler):
     """Every method of the server's services, passed through as bytes (metadata, deadline,
     status and cancellation included); Lookup first tries the replica's table."""
 
-    def __init__(self, channel: grpc.Channel, lookups: Callable[[Forwarder], ReplicaLookups]) -> None:
+    def __init__(self, channel: grpc.Channel, lookups: ReplicaLookups) -> None:
         self._channel = channel
         self._handlers: dict[str, grpc.RpcMethodHandler] = {}
         for service in (
@@ -178,30 +178,16 @@ class Forwarder(grpc.GenericRpcHandler):
             for method in service.methods:
                 path = f"/{service.full_name}/{method.name}"
                 self._handlers[path] = self._handler(path, method.client_streaming, method.server_streaming)
-        self._lookups = lookups(self)
-        self._handlers[_LOOKUP] = grpc.unary_unary_rpc_method_handler(self._lookups.lookup)
-        self._handlers[_WRITE] = grpc.unary_unary_rpc_method_handler(self._lookups.write)
+        self._handlers[_LOOKUP] = grpc.unary_unary_rpc_method_handler(lookups.lookup)
+        self._handlers[_WRITE] = grpc.unary_unary_rpc_method_handler(lookups.write)
 
     def service(self, handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
         return self._handlers.get(handler_call_details.method)  # type: ignore[attr-defined]
 
-    def unary(self, path: str) -> Callable[[bytes, Any], bytes]:
-        call = self._channel.unary_unary(path)
-
-        def forward(request: bytes, context: grpc.ServicerContext) -> bytes:
-            try:
-                response: bytes = call(request, timeout=_timeout(context), metadata=_metadata(context))
-                return response
-            except grpc.RpcError as err:
-                _abort(context, err)
-                raise
-
-        return forward
-
     def _handler(self, path: str, client_streaming: bool, server_streaming: bool) -> grpc.RpcMethodHandler:
         if not server_streaming:
             if not client_streaming:
-                return grpc.unary_unary_rpc_method_handler(self.unary(path))
+                return grpc.unary_unary_rpc_method_handler(forwarding(self._channel, path))
             many_one = self._channel.stream_unary(path)
 
             def stream_unary(requests: Iterator[bytes], context: grpc.ServicerContext) -> bytes:
@@ -228,6 +214,21 @@ class Forwarder(grpc.GenericRpcHandler):
                 one_many(request, timeout=_timeout(context), metadata=_metadata(context)), context
             )
         )
+
+
+def forwarding(channel: grpc.Channel, path: str) -> Callable[[bytes, Any], bytes]:
+    """A unary method's handler that passes the call to the server over `channel`."""
+    call = channel.unary_unary(path)
+
+    def forward(request: bytes, context: grpc.ServicerContext) -> bytes:
+        try:
+            response: bytes = call(request, timeout=_timeout(context), metadata=_metadata(context))
+            return response
+        except grpc.RpcError as err:
+            _abort(context, err)
+            raise
+
+    return forward
 
 
 def _relay(call: Any, context: grpc.ServicerContext) -> Iterator[bytes]:
@@ -284,7 +285,8 @@ def run(conn: Connection) -> None:
     table = ReplicaTable()
     send_lock = threading.Lock()  # the reads' reports and the writes share the socket
     writes = ServerWrites(conn, send_lock)
-    forwarder = Forwarder(channel, lambda f: ReplicaLookups(table, config.limits, f.unary, writes))
+    lookups = ReplicaLookups(table, config.limits, forwarding(channel, _LOOKUP), writes)
+    forwarder = Forwarder(channel, lookups)
     server.add_generic_rpc_handlers((forwarder,))
     conn.send(("bound", bound))
     stop = threading.Event()

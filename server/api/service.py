@@ -100,6 +100,9 @@ def _decoder(message_type: type[Message]) -> Callable[[bytes], object]:
     return decode
 
 
+_WRITE_REQUEST = _decoder(pb.WriteRequest)
+
+
 def _refusing_undecodable(method: Callable[..., Any], streaming: bool) -> Callable[..., Any]:
     if streaming:
 
@@ -221,7 +224,7 @@ class ViewService(pb_grpc.ViewServiceServicer):
         """A serialized WriteRequest answered in process (the hit replica passes its writes
         this way, a cheaper hop than a gRPC call): (True, the serialized WriteResponse) or
         (False, (status code name, message))."""
-        request = _decoder(pb.WriteRequest)(data)
+        request = _WRITE_REQUEST(data)
         if isinstance(request, Undecodable):
             return False, ("INVALID_ARGUMENT", request.message)
         try:

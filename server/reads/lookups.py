@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from pomoview.dataflow.operators.reader import Reader
 from pomoview.dataflow.state.keyed_state import Key, Row
@@ -311,7 +311,7 @@ class Lookups:
         Keys as columns are checked as a write's columns are (typed_rows.to_tuples)."""
         relation = view_relation(program, view)
         key_attrs, key_tuples = typed_keys(relation, view, keys)
-        return relation, key_attrs, list[Key](key_tuples)
+        return relation, key_attrs, cast(list[Key], key_tuples)  # a Value is a Key's object
 
 
 def view_relation(program: CompiledProgram, view: str) -> Relation:

@@ -24,10 +24,9 @@ from collections.abc import Callable
 from concurrent import futures
 from multiprocessing.connection import Connection
 
-from pomoview.dataflow.state.keyed_state import Key
 from pomoview.planner.compile import ProgramGraph
 from pomoview.server.metrics.metrics import Metrics
-from pomoview.server.replica.messages import Changes, Outbox, ReaderName, Reads, Row, Views
+from pomoview.server.replica.messages import Changes, Outbox, ReaderName, Reads, Views
 from pomoview.server.views.view_state import ViewState
 
 log = logging.getLogger("pomoview.replica")
@@ -47,8 +46,7 @@ class ReplicaFeed:
         self._graph: ProgramGraph | None = None
         self._started = False  # the first `collect` sends `Views` whatever the graph
         self._epoch = -1
-        # reader -> the keys the replica holds (a key that goes is sent only if held there).
-        self._held: dict[ReaderName, set[Key]] = {}
+        self._readers: set[ReaderName] = set()  # those the replica has been sent
         self.replica_hits = 0
         self._stopping = False
         # Writes the replica passes over the socket (`serve_writes`), answered on a pool: a
@@ -100,25 +98,16 @@ class ReplicaFeed:
             return
         changes = []
         for name, reader in graph.graph.readers.items():
-            held = self._held.get(name)
-            if held is None:  # a new reader: all it holds
-                held = self._held[name] = set()
+            if name not in self._readers:  # a new reader: all it holds
+                self._readers.add(name)
                 reader.changed = set(reader.state.keys())
             changed = reader.changed
             if not changed:
                 continue
             reader.changed = set()
-            out: dict[Key, list[Row] | None] = {}
-            for key in changed:
-                rows = reader.rows_of(key)
-                if rows is not None:
-                    held.add(key)
-                    out[key] = rows
-                elif key in held:
-                    held.discard(key)
-                    out[key] = None
-            if out:
-                changes.append((name, out))
+            # A noted key was present before or after its change (Reader.changed), so a key
+            # missing now is one the replica holds, or held in between: gone either way.
+            changes.append((name, {key: reader.rows_of(key) for key in changed}))
         if changes or view.applied_epoch != self._epoch:
             self._epoch = view.applied_epoch
             self._out.put(Changes(self._epoch, changes))
@@ -127,7 +116,7 @@ class ReplicaFeed:
         if self._graph is not None:
             for reader in self._graph.graph.readers.values():
                 reader.changed = None
-        self._graph, self._started, self._held = graph, True, {}
+        self._graph, self._started, self._readers = graph, True, set()
         program = self._view.program
         relations = (
             {}
@@ -170,7 +159,8 @@ class ReplicaFeed:
 
     def _answer_write(self, call: int, data: bytes) -> None:
         handler = self._write
-        answer = handler(data) if handler is not None else (False, ("UNAVAILABLE", "the server is starting"))
+        assert handler is not None, "serve_writes comes before start"
+        answer = handler(data)
         try:
             with self._send_lock:
                 self._conn.send(("written", call, *answer))

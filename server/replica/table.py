@@ -33,8 +33,8 @@ class ReplicaTable:
         # The views of the server's program (None: no program yet).
         self.relations: dict[str, Relation] | None = None
         self._rows: dict[ReaderName, dict[Key, list[Row]]] = {}
-        # (reader, form) -> key -> (the rows object it was encoded from, its encoding).
-        self._wire: dict[tuple[ReaderName, str], dict[Key, tuple[list[Row], Any]]] = {}
+        # (reader, form) -> key -> its encoding, dropped when the key changes (`_update`).
+        self._wire: dict[tuple[ReaderName, str], dict[Key, Any]] = {}
         self._reads: dict[ReaderName, set[Key]] = {}
         self._hits = 0
 
@@ -101,10 +101,10 @@ class ReplicaTable:
                 rows = table.get(key)
                 if rows is None:
                     return None
-                cached = wire.get(key)
-                if cached is None or cached[0] is not rows:
-                    cached = wire[key] = (rows, encode(rows))
-                out.append(cached[1])
+                data = wire.get(key)
+                if data is None:
+                    data = wire[key] = encode(rows)
+                out.append(data)
             self._reads.setdefault(name, set()).update(keys)
             self._hits += 1
             return out, self.epoch

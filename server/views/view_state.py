@@ -65,13 +65,11 @@ class CountingLock:
 
     def release(self) -> None:
         hook = self.before_release
-        if hook is not None:
-            try:
+        try:
+            if hook is not None:
                 hook()
-            except BaseException:
-                self._lock.release()
-                raise
-        self._lock.release()
+        finally:
+            self._lock.release()
 
     def locked(self) -> bool:
         return self._lock.locked()
