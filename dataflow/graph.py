@@ -20,6 +20,7 @@ from typing import Generic, TypeVar
 from pomoview.dataflow.circuit import Circuit
 from pomoview.dataflow.introspect import NodeInfo
 from pomoview.dataflow.node import Fetch, FetchRequest, KeyedNode, Metrics, Node, Value
+from pomoview.dataflow.operators.demand_gate import DemandGate
 from pomoview.dataflow.operators.reader import Reader
 from pomoview.dataflow.operators.source_index import SourceIndex
 from pomoview.dataflow.state.eviction import Evicted, evict, partial_state_bytes
@@ -132,12 +133,20 @@ class Graph(Generic[ReaderName]):
         for node, present in plan:
             if present:
                 node.evict_own(present)
+        self.release_demand()
         return True
 
     def evict(self, need: int) -> Evicted:
         """Evicts about `need` bytes of partial state, least recently used keys of the
         largest states first (eviction.py)."""
-        return evict(self.nodes, need)
+        evicted = evict(self.nodes, need)
+        self.release_demand()
+        return evicted
+
+    def release_demand(self) -> int:
+        """Retracts the demand of the keys evicted below every DemandGate (one step each
+        that has some); returns how many keys it retracted."""
+        return sum(node.release() for node in self.nodes if isinstance(node, DemandGate))
 
     def partial_bytes(self) -> int:
         return partial_state_bytes(self.nodes)
@@ -226,7 +235,7 @@ class Graph(Generic[ReaderName]):
         prefix presence (Noria invariant 4): every present key of a partial state is present
         in the nearest states above it on its path."""
         for node in self.nodes:
-            if isinstance(node, KeyedPair):
+            if isinstance(node, KeyedPair | DemandGate):
                 node.check()
             elif isinstance(node, KeyedNode):
                 node.state.check()

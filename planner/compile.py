@@ -21,6 +21,7 @@ from pomoview.dataflow.state.keyed_state import Key, Row
 from pomoview.dataflow.upquery import Ask, Walk
 from pomoview.dataflow.zset import ZSet
 from pomoview.planner.builder.circuit_builder import CircuitBuilder
+from pomoview.planner.demand.readers import DemandedReaders
 from pomoview.planner.frontend import ast
 from pomoview.planner.frontend.parse import parse
 from pomoview.planner.frontend.validate import CheckedProgram, Relation, validate
@@ -104,6 +105,8 @@ class ProgramGraph:
             aggregates=program.aggregates,
             partial=partial,
         )
+        # Readers of recursive views by key, served from demand (planner/demand/).
+        self.demands = DemandedReaders(program.checked, self._builder, self.graph.step)
 
     def reader(self, view: str, key: tuple[str, ...], fetch: Fetch) -> Reader | list[FetchRequest]:
         """The reader of `view` by `key`, built (and its new full states hydrated through
@@ -113,9 +116,16 @@ class ProgramGraph:
         reader = self.graph.readers.get(name)
         if reader is not None:
             return reader
+        fetch = self.demands.fetch(fetch)
         self._builder.fetch = fetch
+        order = self.program.checked.view_orders.get(view)
         try:
-            reader = self._builder.reader_node(view, key, self.program.checked.view_orders.get(view))
+            demanded = self.demands.plan(view, key) if self.partial else None
+            if demanded is None:
+                reader = self._builder.reader_node(view, key, order)
+            else:
+                relation, gate = demanded
+                reader = self._builder.reader_node(relation, key, order, gate=gate)
             misses = self.graph.add(name, view, reader, fetch)
         except BaseException:
             self._builder.rollback()
@@ -170,6 +180,7 @@ class PendingLookup:
     def advance(self, fetch: Fetch) -> LookupResult:
         self.rounds += 1
         graph = self.graph.graph
+        fetch = self.graph.demands.fetch(fetch)
         graph.set_fetch(fetch)
         if self._walk is None:
             reader = self.graph.reader(self.view, self.key, fetch)

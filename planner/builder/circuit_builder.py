@@ -198,6 +198,12 @@ class CircuitBuilder:
             self._added.append(id(keyed))
         return self._nodes[id(root)]
 
+    def extend(self, relations: Mapping[str, Relation], exprs: Mapping[str, ra.Expr]) -> None:
+        """Adds the relations of an extended program (a demand extension's, planner/demand/),
+        keeping the expressions of those it has: their nodes stay shared."""
+        self.relations = {**relations, **self.relations}
+        self.exprs = {**exprs, **self.exprs}
+
     def commit(self) -> None:
         self._added.clear()
         self._added_children.clear()
@@ -468,12 +474,25 @@ class CircuitBuilder:
 
     # -- readers ------------------------------------------------------------------
 
-    def reader_node(self, relation: str, key: tuple[str, ...], order: ViewOrder | None = None) -> Reader:
+    def reader_node(
+        self,
+        relation: str,
+        key: tuple[str, ...],
+        order: ViewOrder | None = None,
+        *,
+        gate: Callable[[Node, tuple[int, ...]], Node] | None = None,
+    ) -> Reader:
         """A new Reader answering `relation` by the `key` attributes, over shared nodes; a
-        TopK for a view with an `order` (its rows per key in that order, up to its limit)."""
-        parent = self.build(self.exprs[relation], key or None)
+        TopK for a view with an `order` (its rows per key in that order, up to its limit).
+
+        With a `gate` (a demanded relation, planner/demand/): `relation` is built full, since
+        its rules compute only demanded keys, and the reader reads it through the node
+        `gate(parent, key_cols)`, which demands each key it fills."""
+        parent = self.build(self.exprs[relation], None if gate is not None else key or None)
         partial = bool(key) and self.allow_partial
         key_cols = _positions(parent.schema, key)
+        if gate is not None:
+            parent = gate(parent, key_cols)
         if order is None:
             return Reader(parent, key_cols, partial=partial)
         names = tuple(a for a, _ in order.by)

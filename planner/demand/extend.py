@@ -1,0 +1,63 @@
+"""Pass: a program and a reader (view, key) -> the program extended with that reader's
+demanded relations (magic.py's rewrite, validated and lowered), or why not.
+
+The graph of a program builds a reader of a recursive view by key from the extension: the
+demand source, the magic relations and the adorned copies join the program under fresh
+names (so each reader's extension is its own and an earlier one's nodes are untouched),
+and only the new relations' expressions are taken from the extended plan; the program's
+own relations keep theirs, so the nodes built for them are shared with every other reader.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pomoview.planner.demand.magic import Demanded, Full, demand_program
+from pomoview.planner.frontend import ast
+from pomoview.planner.frontend.parse import parse
+from pomoview.planner.frontend.relations import CheckedProgram
+from pomoview.planner.frontend.validate import validate
+from pomoview.planner.ir import ra
+from pomoview.planner.ir.lower import lower
+
+
+@dataclass(frozen=True)
+class Extension:
+    demanded: Demanded
+    checked: CheckedProgram  # the program with the extension (the next one's base)
+    exprs: dict[str, ra.Expr]  # the new relations' expressions only
+
+
+def recursion_reached(checked: CheckedProgram, view: str) -> str | None:
+    """A recursive relation `view` depends on (itself included), or None when none is."""
+    recursive = {r for s in checked.strata if s.recursive for r in s.relations}
+    seen, stack = {view}, [view]
+    while stack:
+        name = stack.pop()
+        if name in recursive:
+            return name
+        for rule in checked.relations[name].rules:
+            for lit in rule.body:
+                if isinstance(lit, ast.Constraint):
+                    continue
+                atom = lit if isinstance(lit, ast.Atom) else lit.atom
+                if checked.relations[atom.relation].kind == "derived" and atom.relation not in seen:
+                    seen.add(atom.relation)
+                    stack.append(atom.relation)
+    return None
+
+
+def extend(checked: CheckedProgram, view: str, key: tuple[str, ...]) -> Extension | Full:
+    """`checked` extended for lookups of `view` by `key` (see the module docstring)."""
+    rewritten = demand_program(checked, view, key)
+    if isinstance(rewritten, Full):
+        return rewritten
+    extended = validate(
+        parse(rewritten.text, "<demand>"),
+        rewritten.text,
+        "<demand>",
+        aggregates=tuple(checked.user_aggregates),
+    )
+    plan = lower(extended)
+    new = {name: expr for name, expr in plan.exprs.items() if name not in checked.relations}
+    return Extension(rewritten, extended, new)
