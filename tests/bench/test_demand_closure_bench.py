@@ -15,7 +15,9 @@ import demand_closure  # noqa: E402
 
 def test_the_demand_closure_benchmark_runs_on_a_small_graph() -> None:
     out = demand_closure.main(["--nodes", "120", "--edges", "300", "--keys", "4"])
-    assert len(out["demand"]["lookup"]) == 4 and all(s > 0 for s in out["demand"]["lookup"])
-    assert out["held_after"] == 0
-    assert out["demand"]["held_peak"] == max(out["closure_rows"])
+    demand = out["demand"]
+    assert len(demand["cold"]) == len(demand["update"]) == 4 and all(s > 0 for s in demand["cold"])
+    assert demand["held_after"] == 0
+    # Left-linear closure: the demanded relation holds exactly the demanded keys' closures.
+    assert demand["held_rows"] == demand["closures"] == sum(out["closure_rows"])
     assert out["full"]["rows"] >= max(out["closure_rows"])
