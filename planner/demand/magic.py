@@ -30,6 +30,8 @@ Read whole, never adorned:
 
 The program is not rewritten (`Full`, with the reason) when:
 - the view is read with no key attribute: nothing is bound, so everything is demanded;
+- a key attribute's type is inferred as `any` (values of several types): the demand source
+  is a source, and a source attribute needs a declared type;
 - a rule the demand reaches is inductive (`@next`): its state carries from one epoch to
   the next and would need demand at every epoch, not only at lookups;
 - a rule of a demanded relation does not give a bound attribute in its head.
@@ -47,6 +49,7 @@ from dataclasses import dataclass
 from pomoview.planner.demand import text
 from pomoview.planner.frontend import ast
 from pomoview.planner.frontend.relations import CheckedProgram
+from pomoview.planner.frontend.values import TYPES
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,12 @@ def demand_program(checked: CheckedProgram, view: str, key: tuple[str, ...]) -> 
     """`checked` rewritten for lookups of `view` by `key` (see the module docstring)."""
     if not key:
         return Full(f"{view!r} is read whole (no key attribute), so every row is demanded")
+    untyped = [a for a in key if checked.relations[view].types.get(a) not in TYPES]
+    if untyped:
+        # The demand source is declared, and a source's attributes need a declared type.
+        return Full(
+            f"{view!r}'s key attribute {untyped[0]!r} has no single type, so no demand source can hold it"
+        )
     names = _Names(set(checked.relations))
     relations = checked.relations
     start: Adornment = (view, frozenset(key))

@@ -281,3 +281,16 @@ def test_printed_rules_parse_back_to_the_same_rules() -> None:
         parsed = parse(program)
         again = parse("\n".join(text.rule(r) for r in parsed.rules))
         assert [text.rule(r) for r in again.rules] == [text.rule(r) for r in parsed.rules]
+
+
+def test_a_key_of_no_single_type_stays_full() -> None:
+    # f and g derive nothing, so their attribute's type is inferred as `any`: a demand
+    # source could not declare it.
+    program = """
+    source s(x: int).
+    f(x: X) :- g(x: X).
+    g(x: X) :- f(x: X).
+    i(x: X) :- f(x: X).
+    """
+    rewritten = demand_program(compile_program(program).checked, "i", ("x",))
+    assert isinstance(rewritten, Full) and "no single type" in rewritten.reason
