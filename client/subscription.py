@@ -29,7 +29,9 @@ class Change:
     not sent): rows that appeared in `inserts`, rows that went away in `deletes`. A row
     that changes (an article retitled, a count that moves) is a delete of the old row and
     an insert of the new one in the same item. The snapshot with every later item applied
-    in order is the keys' rows at the last item's epoch.
+    in order is the keys' rows at the last item's epoch. (A view that reads the server's
+    own state, `pomoview_state` and the other built-in sources, changes between epochs as
+    well, at most once a second: its items may repeat an epoch.)
     """
 
     epoch: int

@@ -198,6 +198,17 @@ class Graph(Generic[ReaderName]):
                 stack.extend(node.inputs)
         return out
 
+    def below(self, sources: Collection[str]) -> set[str]:
+        """The ids of the nodes that read any of `sources`, directly or through others."""
+        stack: list[Node] = [n for source in sources for n in self.circuit.sources.get(source, ())]
+        seen: set[int] = set()
+        while stack:
+            node = stack.pop()
+            if id(node) not in seen:
+                seen.add(id(node))
+                stack.extend(consumer for consumer, _ in node.consumers)
+        return {self._names[i] for i in seen if i in self._names}
+
     def node_infos(self, view: str | None = None) -> list[NodeInfo]:
         """One NodeInfo per node, inputs first (only `view`'s nodes when given)."""
         views = self.views_of()

@@ -28,6 +28,7 @@ from pomoview.dataflow.node import Filters, matches, project
 from pomoview.dataflow.state.keyed_state import Key, Row
 from pomoview.dataflow.zset import ZSet
 from pomoview.planner.compile import AggregateFunction, CompiledProgram, ProgramGraph, compile_program
+from pomoview.planner.frontend.builtins import read_only
 from pomoview.planner.frontend.validate import Relation
 from pomoview.planner.frontend.values import coerce
 from pomoview.planner.ir.lower import next_name
@@ -62,6 +63,10 @@ class Engine:
         self.store: dict[str, set[Row]] = {name: set() for name in self.program.checked.sources}
         for hidden in self.program.hidden_sources:
             self.store[hidden] = set()
+        # The server's own state (builtins.py): there is none in process, so they stay empty.
+        for name, relation in self.program.relations.items():
+            if relation.kind == "builtin":
+                self.store[name] = set()
         # p -> the full reader of p@ind, and what it held at the last epoch.
         self._inductive: dict[str, Circuit] = {}
         self._next: dict[str, set[Row]] = {}
@@ -99,6 +104,8 @@ class Engine:
             if relation is None:
                 known = ", ".join(sorted(self.program.checked.sources)) or "none"
                 raise ValueError(f"{what}: no source named {source!r} (sources: {known})")
+            if relation.kind == "builtin":
+                raise ValueError(f"{what}: {read_only(source)}")
             if relation.kind != "source":
                 raise ValueError(f"{what}: {source!r} is derived; only sources can be written")
             rows = out.setdefault(source, set())

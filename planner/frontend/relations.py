@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from pomoview.planner.frontend import ast
+from pomoview.planner.frontend import ast, builtins
 from pomoview.planner.frontend.errors import ErrorSink, Position
 from pomoview.planner.frontend.stratify import Stratum
 from pomoview.planner.frontend.values import TYPES
@@ -17,7 +17,7 @@ class Relation:
     name: str
     attributes: list[str]
     types: dict[str, str]
-    kind: str  # "source" | "derived"
+    kind: str  # "source" | "derived" | "builtin" (a source the server fills: builtins.py)
     position: Position
     rules: list[ast.Rule] = field(default_factory=list)  # deductive and inductive
     transient: bool = False  # a `transient source`: tuples live for one epoch
@@ -50,7 +50,11 @@ class CheckedProgram:
 
 def check_sources(program: ast.Program, errors: ErrorSink) -> dict[str, Relation]:
     relations: dict[str, Relation] = {}
+    for name, schema in builtins.used_builtins(program, errors).items():
+        relations[name] = Relation(name, [a for a, _ in schema], dict(schema), "builtin", builtins.POSITION)
     for decl in program.sources:
+        if decl.name in builtins.BUILTIN_SOURCES:
+            continue  # an error of its own (builtins.used_builtins)
         if decl.name in relations:
             errors.error(decl.position, f"source {decl.name!r} is declared twice")
             continue
@@ -106,6 +110,9 @@ def collect_heads(program: ast.Program, relations: dict[str, Relation], errors: 
     for rule in map(_order_aggregates, program.rules):
         head = rule.head
         existing = relations.get(head.relation)
+        if head.relation in builtins.BUILTIN_SOURCES:
+            errors.error(head.position, builtins.read_only(head.relation) + "; rules cannot derive into it")
+            continue
         if existing is not None and existing.kind == "source":
             errors.error(head.position, f"{head.relation!r} is a source; rules cannot derive into it")
             continue

@@ -19,6 +19,7 @@ from pomoview.dataflow.state.int_set import IntSet
 from pomoview.dataflow.state.keyed_state import Key, PackedRows, Row
 from pomoview.server.reads.spark_fetch import Prefetched
 from pomoview.server.temporal.time_path import TimePath
+from pomoview.server.views.introspection import Introspection
 from pomoview.server.views.view_state import ViewState
 
 
@@ -27,15 +28,18 @@ class AnswersAtHand:
     rounds). Called on the dataflow lock only, so the applied epoch and the log tail stand
     still while it advances an answer to the applied epoch."""
 
-    def __init__(self, view: ViewState, time_path: TimePath) -> None:
+    def __init__(self, view: ViewState, time_path: TimePath, introspection: Introspection) -> None:
         self._view = view
         self._time = time_path
+        self._introspection = introspection  # the built-in sources' rows
         self.answers: list[Prefetched] = []
 
     def __call__(
         self, source: str, cols: tuple[str, ...], keys: list[Key], filters: Filters
     ) -> Iterable[Row] | None:
         held = self._time.fetch(source, cols, keys, filters)  # transient and p@next
+        if held is None:
+            held = self._introspection.fetch(source, cols, keys, filters)
         if held is not None:
             return held
         wanted = set(keys)

@@ -28,6 +28,7 @@ from pomoview.server.reads.spark_fetch import SESSION_DIED, Prefetched
 from pomoview.server.reads.upquery_jobs import Ticket, UpqueryJobs
 from pomoview.server.temporal.time_path import TimePath
 from pomoview.server.typed_rows import Rows, typed_keys
+from pomoview.server.views.introspection import Introspection
 from pomoview.server.views.subscriptions import Subscription
 from pomoview.server.views.view_state import ViewState
 
@@ -53,7 +54,7 @@ class Lookups:
     """Lookups, lock-free hits and subscriptions over the view state's graph.
 
     Misses go to `upquery_jobs`; the fetches of transient sources and `p@next` relations
-    are answered by the time path."""
+    are answered by the time path, those of the built-in sources by `introspection`."""
 
     def __init__(
         self,
@@ -62,8 +63,10 @@ class Lookups:
         time_path: TimePath,
         metrics: Metrics,
         counters: Counters,
+        introspection: Introspection,
     ) -> None:
         self._view = view
+        self._introspection = introspection
         self._jobs = upquery_jobs
         self._time = time_path
         self._metrics = metrics
@@ -151,7 +154,7 @@ class Lookups:
         reader and its rows, under the lock of the answering round."""
         state = self._view
         started = time.perf_counter()
-        at_hand = AnswersAtHand(state, self._time)
+        at_hand = AnswersAtHand(state, self._time, self._introspection)
         pending: PendingLookup | None = None
         tickets: list[Ticket] = []
         missed = False

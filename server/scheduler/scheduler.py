@@ -36,6 +36,7 @@ from typing import Generic, TypeVar
 from pomoview.dataflow.introspect import NodeInfo
 from pomoview.dataflow.state.keyed_state import Key, Row
 from pomoview.planner.compile import CompiledProgram, ProgramGraph, compile_program
+from pomoview.planner.frontend.builtins import BUILTIN_SOURCES, read_only
 from pomoview.planner.frontend.errors import ProgramError
 from pomoview.server.disk.fileio import OS_FILES, FileIO
 from pomoview.server.disk.fsync import fsync_path
@@ -59,6 +60,7 @@ from pomoview.server.temporal.time_path import TimePath
 from pomoview.server.temporal.time_state import TimeState, uses_time
 from pomoview.server.typed_rows import Rows, TypedRow
 from pomoview.server.types import SourceSchema
+from pomoview.server.views.introspection import Introspection
 from pomoview.server.views.log_tail import LogTail
 from pomoview.server.views.memory_budget import MemoryBudget, process_rss
 from pomoview.server.views.subscriptions import DEFAULT_BUFFER_ROWS, Subscription, Subscriptions
@@ -172,7 +174,9 @@ class Scheduler:
             linger=UPQUERY_LINGER,
             max_linger=UPQUERY_MAX_LINGER,
         )
-        self.lookups = Lookups(view, self.upquery_jobs, self.time_path, self.metrics, self.counters)
+        self.introspection = Introspection(view, lambda: self.store.version, self._stopping)
+        jobs, counters = self.upquery_jobs, self.counters
+        self.lookups = Lookups(view, jobs, self.time_path, self.metrics, counters, self.introspection)
         self.applier = Applier(view, self.time_path, self._stopping, max_lag=max_apply_lag)
         self.writes = WritePath(
             view, self.wal, self.metrics, self.time_path, self.applier.on_durable, self.applier.wait_for_room
@@ -227,7 +231,8 @@ class Scheduler:
         )
 
     def start(self) -> None:
-        for target, name in ((self.applier.run, "dataflow"), (self.flusher.flush_loop, "flusher")):
+        loops = (self.applier.run, "dataflow"), (self.flusher.flush_loop, "flusher")
+        for target, name in (*loops, (self.introspection.run, "introspection")):
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
             self.threads.append(thread)
@@ -493,6 +498,8 @@ class Scheduler:
         """`source`'s schema, once the checks of a load that need no Spark have passed."""
         program = self.view_state.require_program()
         relation = program.relations.get(source)
+        if source in BUILTIN_SOURCES:
+            raise InvalidArgument(read_only(source))
         if relation is None or relation.kind != "source":
             known = ", ".join(sorted(program.checked.sources)) or "none"
             raise NotFound(f"no source named {source!r} (sources: {known})")

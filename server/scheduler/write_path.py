@@ -9,6 +9,7 @@ import errno
 import threading
 from collections.abc import Callable, Sequence
 
+from pomoview.planner.frontend.builtins import BUILTIN_SOURCES, read_only
 from pomoview.server.errors import InvalidArgument, ResourceExhausted, Unavailable
 from pomoview.server.metrics.metrics import Metrics
 from pomoview.server.temporal.time_path import TimePath
@@ -91,6 +92,8 @@ class WritePath:
         merged: Merged = {}
         for index, (source, inserts, deletes) in enumerate(changes):
             relation = program.relations.get(source)
+            if source in BUILTIN_SOURCES:
+                raise InvalidArgument(f"changes[{index}]: {read_only(source)}")
             if relation is None or relation.kind != "source":
                 known = ", ".join(sorted(program.checked.sources))
                 raise InvalidArgument(
