@@ -18,7 +18,9 @@ ChildOutput nodes. Two modes:
 
 Contract: not linear. State: whatever its nodes keep, and, in incremental
 mode, each output's accumulated value, so that the parent can upquery it (a
-recursive result is full: DESIGN §3). A child that does not reach a fixed
+recursive result is full: DESIGN §3), with an index of it by the columns it was
+upqueried by (kept from the first such upquery on: a reader filling keys then reads
+those keys' rows, not every row the recursion holds). A child that does not reach a fixed
 point within `max_iterations` raises, naming itself.
 """
 
@@ -28,7 +30,7 @@ from collections.abc import Collection, Iterable, Sequence
 from typing import Literal
 
 from pomoview.dataflow.circuit import Circuit
-from pomoview.dataflow.node import FetchRequest, Node, Value, active, select_keys
+from pomoview.dataflow.node import FetchRequest, Node, Value, active, project
 from pomoview.dataflow.operators.feedback import Feedback
 from pomoview.dataflow.operators.import_stream import Import
 from pomoview.dataflow.state.keyed_state import Key, Row
@@ -60,6 +62,10 @@ class Child(Node):
         self.mode = mode
         self.max_iterations = max_iterations
         self.totals: list[ZSet[Row]] = [ZSet() for _ in outputs]
+        # (output, columns) -> key -> the output's rows with those values there: made at the
+        # first upquery by those columns and kept with the totals after, so that a fill
+        # reads its keys' rows instead of scanning every row the recursion holds.
+        self._indexes: dict[tuple[int, tuple[int, ...]], dict[Key, dict[Row, int]]] = {}
         self.iterations = 0  # of the last run, for tests and benchmarks
 
     def output(self, index: int) -> ChildOutput:
@@ -114,6 +120,8 @@ class Child(Node):
         self.iterations = runs
         for total, delta in zip(self.totals, deltas, strict=True):
             total.extend(delta)
+        for (k, cols), index in self._indexes.items():
+            _index_add(index, cols, deltas[k])
         return tuple(deltas)
 
     def _run_iterate(self, inputs: Sequence[Value | None], time: Time) -> tuple[ZSet[Row], ...]:
@@ -135,6 +143,7 @@ class Child(Node):
             value = values.get(id(node))
             out.append(value if isinstance(value, ZSet) else ZSet())
         self.totals = out
+        self._indexes.clear()  # whole values, not deltas: made again when asked
         for feedback in feedbacks:
             feedback.reset()
         return tuple(out)
@@ -147,6 +156,20 @@ class Child(Node):
 
     def upquery(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
         raise TypeError("a child's outputs are read through ChildOutput nodes")
+
+    def rows_of(self, output: int, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
+        """The rows of `output` whose `cols` hold one of `keys` (a new ZSet)."""
+        if not cols:
+            return self.totals[output] + ZSet()
+        index = self._indexes.get((output, cols))
+        if index is None:
+            index = self._indexes[(output, cols)] = {}
+            _index_add(index, cols, self.totals[output])
+        out: ZSet[Row] = ZSet()
+        for key in set(keys):
+            for row, weight in index.get(key, {}).items():
+                out.add(row, weight)
+        return out
 
     def describe(self) -> str:
         return f"Child({self.mode}, {len(self.circuit.nodes)} nodes)"
@@ -167,8 +190,20 @@ class ChildOutput(Node):
     def upquery(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
         child = self.inputs[0]
         assert isinstance(child, Child)
-        # A copy: the caller may add to its answer, and the totals are the child's state.
-        return select_keys(child.totals[self.index] + ZSet(), cols, set(keys))
+        return child.rows_of(self.index, cols, keys)
 
     def describe(self) -> str:
         return f"ChildOutput({self.index})"
+
+
+def _index_add(index: dict[Key, dict[Row, int]], cols: tuple[int, ...], delta: ZSet[Row]) -> None:
+    for row, weight in delta.items():
+        key = project(row, cols)
+        group = index.setdefault(key, {})
+        total = group.get(row, 0) + weight
+        if total:
+            group[row] = total
+        else:
+            del group[row]
+            if not group:
+                del index[key]
