@@ -75,4 +75,4 @@ class DemandGate(Node):
 
     def describe(self) -> str:
         keys = tuple(self.schema[c] for c in self.key_cols)
-        return f"DemandGate({self.demand} by {keys}, {len(self.demanded)} demanded)"
+        return f"DemandGate({self.demand} by {keys}, {len(self.demanded)} demanded, {self.released} released)"

@@ -90,7 +90,9 @@ def test_evictions_under_a_tiny_budget_retract_demand_and_answers_stay_exact(tmp
             assert stats["memory"]["eviction_rounds"] > 0, stats["memory"]
             gate = gate_of(db)
             reader = next(n for n in db.describe("reach")["nodes"] if n["operator"] == "Reader")
-            demanded = int(str(gate["detail"]).split(", ")[-1].split()[0])
-            assert demanded == reader["present_keys"] < 15, (gate, reader)
+            # "..., N demanded, M released)": every key evicted below was released, and the
+            # evictions (RSS-driven: when they come is the budget's) released some.
+            demanded, released = (int(part.split()[0]) for part in str(gate["detail"]).split(", ")[-2:])
+            assert demanded == reader["present_keys"] and released > 0, (gate, reader)
     finally:
         server.stop()
