@@ -72,6 +72,23 @@ def matches(row: Row, positions: tuple[tuple[int, Any], ...]) -> bool:
     return all(row[i] == value for i, value in positions)
 
 
+def fetch_from(
+    rows: Iterable[Row],
+    attributes: Sequence[str],
+    names: tuple[str, ...],
+    keys: Iterable[Key],
+    filters: Filters,
+) -> list[Row]:
+    """A `Fetch`'s answer over an in-memory set of tuples with `attributes`."""
+    tests = tuple((attributes.index(a), v) for a, v in filters)
+    kept = [row for row in rows if matches(row, tests)]
+    if not names:
+        return kept
+    cols = tuple(attributes.index(n) for n in names)
+    wanted = set(keys)
+    return [row for row in kept if project(row, cols) in wanted]
+
+
 @dataclass(frozen=True)
 class FetchRequest:
     """One keyed fetch a source index needs: `source`'s tuples whose `columns` equal one of

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from pomoview.dataflow.circuit import Circuit
-from pomoview.dataflow.node import Filters, matches, project
+from pomoview.dataflow.node import Filters, fetch_from, project
 from pomoview.dataflow.state.keyed_state import Key, Row
 from pomoview.dataflow.zset import ZSet
 from pomoview.planner.compile import AggregateFunction, CompiledProgram, ProgramGraph, compile_program
@@ -201,13 +201,7 @@ class Engine:
         attributes = self.program.hidden_sources.get(source)
         if attributes is None:
             attributes = tuple(self.program.relations[source].attributes)
-        tests = tuple((attributes.index(a), v) for a, v in filters)
-        rows = [row for row in self.store[source] if matches(row, tests)]
-        if not names:
-            return rows
-        cols = tuple(attributes.index(n) for n in names)
-        wanted = set(keys)
-        return [row for row in rows if project(row, cols) in wanted]
+        return fetch_from(self.store[source], attributes, names, keys, filters)
 
     @property
     def readers(self) -> dict[tuple[str, tuple[str, ...]], Circuit]:

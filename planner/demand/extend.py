@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pomoview.planner.demand.magic import Demanded, Full, demand_program
-from pomoview.planner.frontend import ast
+from pomoview.planner.frontend.dependencies import dependency_edges
 from pomoview.planner.frontend.parse import parse
 from pomoview.planner.frontend.relations import CheckedProgram
 from pomoview.planner.frontend.validate import validate
@@ -31,19 +31,17 @@ class Extension:
 def recursion_reached(checked: CheckedProgram, view: str) -> str | None:
     """A recursive relation `view` depends on (itself included), or None when none is."""
     recursive = {r for s in checked.strata if s.recursive for r in s.relations}
+    reads: dict[str, list[str]] = {}
+    for edge in dependency_edges(checked.relations):
+        reads.setdefault(edge.head, []).append(edge.body)
     seen, stack = {view}, [view]
     while stack:
         name = stack.pop()
         if name in recursive:
             return name
-        for rule in checked.relations[name].rules:
-            for lit in rule.body:
-                if isinstance(lit, ast.Constraint):
-                    continue
-                atom = lit if isinstance(lit, ast.Atom) else lit.atom
-                if checked.relations[atom.relation].kind == "derived" and atom.relation not in seen:
-                    seen.add(atom.relation)
-                    stack.append(atom.relation)
+        fresh = [r for r in reads.get(name, ()) if r not in seen]
+        seen.update(fresh)
+        stack += fresh
     return None
 
 

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pomoview.dataflow.circuit import Circuit
-from pomoview.dataflow.node import Fetch, Filters, matches, project
+from pomoview.dataflow.node import Fetch, Filters, fetch_from
 from pomoview.dataflow.state.keyed_state import Key, Row
 from pomoview.dataflow.zset import ZSet
 from pomoview.planner.compile import CompiledProgram
@@ -208,13 +208,7 @@ class TimeState:
         attributes = self.program.hidden_sources.get(source)
         if attributes is None:
             attributes = tuple(self.program.relations[source].attributes)
-        tests = tuple((attributes.index(a), v) for a, v in filters)
-        rows = [row for row in self.contents(source) if matches(row, tests)]
-        if not names:
-            return rows
-        cols = tuple(attributes.index(n) for n in names)
-        wanted = set(keys)
-        return [row for row in rows if project(row, cols) in wanted]
+        return fetch_from(self.contents(source), attributes, names, keys, filters)
 
     # -- the p@ind circuits -----------------------------------------------------------
 

@@ -28,7 +28,7 @@ from collections.abc import Callable, Collection
 from typing import Any
 
 from pomoview.dataflow.graph import Graph
-from pomoview.dataflow.node import Filters, matches, project
+from pomoview.dataflow.node import Filters, fetch_from
 from pomoview.dataflow.state.keyed_state import Key, Row
 from pomoview.dataflow.zset import ZSet
 from pomoview.planner.frontend.builtins import BUILTIN_SOURCES
@@ -55,13 +55,7 @@ class Introspection:
         if source not in BUILTIN_SOURCES:
             return None
         schema = [a for a, _ in BUILTIN_SOURCES[source]]
-        tests = tuple((schema.index(a), v) for a, v in filters)
-        rows = [row for row in self.current[source] if matches(row, tests)]
-        if not cols:
-            return rows
-        positions = tuple(schema.index(c) for c in cols)
-        wanted = set(keys)
-        return [row for row in rows if project(row, positions) in wanted]
+        return fetch_from(self.current[source], schema, cols, keys, filters)
 
     def refresh(self) -> bool:
         """Steps the dataflow to the rows now, if the program reads a built-in source and they

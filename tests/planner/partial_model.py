@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from pomoview.dataflow.circuit import Circuit
-from pomoview.dataflow.node import FetchRequest, Filters, KeyedNode, Node, matches, project
+from pomoview.dataflow.node import FetchRequest, Filters, KeyedNode, Node, fetch_from, project
 from pomoview.dataflow.operators.aggregate_join import AggregateJoin
 from pomoview.dataflow.operators.source_index import SourceIndex
 from pomoview.dataflow.operators.top_k import TopK
@@ -61,14 +61,7 @@ class Model:
 
     def now(self, source: str, names: tuple[str, ...], keys: Iterable[Key], filters: Filters) -> list[Row]:
         """The source's tuples now, restricted like a keyed fetch."""
-        attributes = self.attributes(source)
-        tests = tuple((attributes.index(a), v) for a, v in filters)
-        rows = [row for row in self.store[source] if matches(row, tests)]
-        if not names:
-            return rows
-        cols = tuple(attributes.index(n) for n in names)
-        wanted = set(keys)
-        return [row for row in rows if project(row, cols) in wanted]
+        return fetch_from(self.store[source], self.attributes(source), names, keys, filters)
 
     def write(self, changes: dict[str, dict[Row, int]]) -> None:
         """One epoch: `changes` maps a source to row -> +1 (insert) / -1 (delete)."""
