@@ -25,6 +25,7 @@ from pomoview.dataflow.operators.feedback import Feedback
 from pomoview.dataflow.operators.input import Input
 from pomoview.dataflow.operators.reader import Reader
 from pomoview.dataflow.operators.source_index import SourceIndex
+from pomoview.dataflow.operators.source_slice import SourceSlice
 from pomoview.dataflow.state.keyed_state import Key, Row
 from pomoview.dataflow.time import Time
 from pomoview.dataflow.zset import ZSet
@@ -65,6 +66,7 @@ class Circuit:
             if isinstance(node, (SourceIndex, Input)):
                 self.sources.setdefault(node.source, []).append(node)
         self.feedbacks = [n for n in self.nodes if isinstance(n, Feedback)]
+        self.slices = [n for n in self.nodes if isinstance(n, SourceSlice)]
         self._orders: dict[frozenset[int], list[Node]] = {}  # see `reached`
         self.epoch = 0
         self.hydrated = False
@@ -96,11 +98,13 @@ class Circuit:
         return reader
 
     def set_fetch(self, fetch: Fetch) -> None:
-        """Points every source index at `fetch` (the scheduler passes one per lookup)."""
+        """Points every source index and slice at `fetch` (the scheduler passes one per lookup)."""
         for nodes in self.sources.values():
             for node in nodes:
                 if isinstance(node, SourceIndex):
                     node.fetch = fetch
+        for piece in self.slices:
+            piece.fetch = fetch
 
     def hydrate(self) -> None:
         """Loads every full state (inputs come first, so each reads hydrated inputs), then

@@ -23,6 +23,7 @@ from pomoview.dataflow.node import Fetch, FetchRequest, KeyedNode, Metrics, Node
 from pomoview.dataflow.operators.demand_gate import DemandGate
 from pomoview.dataflow.operators.reader import Reader
 from pomoview.dataflow.operators.source_index import SourceIndex
+from pomoview.dataflow.operators.source_slice import SourceSlice
 from pomoview.dataflow.state.eviction import Evicted, evict, partial_state_bytes
 from pomoview.dataflow.state.keyed_pair import KeyedPair
 from pomoview.dataflow.state.keyed_state import Key, KeyedState, Row, evictions
@@ -59,6 +60,7 @@ class Graph(Generic[ReaderName]):
         self.circuit = Circuit(())
         self._names: dict[int, str] = {}  # id(node) -> its stable id ("n7"), for nodes in the graph
         self._views: dict[ReaderName, str] = {}  # reader -> the view it answers
+        self._slices: list[SourceSlice] = []
 
     @property
     def nodes(self) -> list[Node]:
@@ -97,6 +99,7 @@ class Graph(Generic[ReaderName]):
         self.circuit = circuit
         self.readers[name] = reader
         self._views[name] = view
+        self._slices = circuit.slices
         reader.upstream = _keyed_alike_above(reader)
         return []
 
@@ -155,7 +158,32 @@ class Graph(Generic[ReaderName]):
         self.circuit.set_fetch(fetch)
 
     def step(self, changes: Mapping[str, ZSet[Row]]) -> dict[int, Value | None]:
-        return self.circuit.step(changes)
+        """One epoch's changes of the sources. The slices of demanded relations
+        (source_slice.py) take their part of their base sources' changes; a slice the step
+        made need keys it has not fetched evicts its gates' keys, whose answers would lack
+        those keys' rows (the next lookups fetch them: `DemandGate.evict_settled`)."""
+        slices = self._slices
+        if not slices:
+            return self.circuit.step(changes)
+        parts = dict(changes)
+        for piece in slices:
+            piece.grew = False
+            delta = changes.get(piece.source)
+            if delta:
+                part = piece.forward(delta)
+                if part:
+                    parts[piece.relation] = part
+        out = self.circuit.step(parts)
+        gates = {id(g): g for piece in slices if piece.grew for g in piece.gates}
+        for gate in gates.values():
+            assert isinstance(gate, DemandGate)
+            gate.evict_settled()
+        return out
+
+    def step_demand(self, changes: Mapping[str, ZSet[Row]]) -> None:
+        """A step of demand sources and slices only (a lookup's demand, a slice's fetched
+        rows, a release), between epochs: no base source changes, so no slice forwards."""
+        self.circuit.step(changes)
 
     def open_step(self) -> None:
         """Readers keep their published versions until `publish` (reads without a lock go

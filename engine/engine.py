@@ -54,11 +54,16 @@ class Engine:
         filename: str = "<program>",
         aggregates: Mapping[str, AggregateFunction] | None = None,
         partial: bool = True,
+        whole_source_rows: int | None = None,
     ) -> None:
-        """`partial=False` keeps every state full: the fully materialized reference run."""
+        """`partial=False` keeps every state full: the fully materialized reference run.
+        `whole_source_rows`: a recursive view's demanded rules read a source of at most that
+        many rows whole, a larger one through slices fetched by demand (None: every source
+        whole), as the server's `--whole-source-rows` does."""
         self.program: CompiledProgram = compile_program(text, filename, aggregates)
         self.partial = partial
-        self.graph = ProgramGraph(self.program, partial=partial)
+        self.whole_source_rows = whole_source_rows
+        self.graph = self._new_graph()
         self.epoch = 0
         self.store: dict[str, set[Row]] = {name: set() for name in self.program.checked.sources}
         for hidden in self.program.hidden_sources:
@@ -71,6 +76,14 @@ class Engine:
         self._inductive: dict[str, Circuit] = {}
         self._next: dict[str, set[Row]] = {}
         self._build_inductive()
+
+    def _new_graph(self) -> ProgramGraph:
+        limit = self.whole_source_rows
+        if limit is None:
+            return ProgramGraph(self.program, partial=self.partial)
+        return ProgramGraph(
+            self.program, partial=self.partial, hold_whole=lambda source: len(self.store[source]) <= limit
+        )
 
     def _build_inductive(self) -> None:
         """Builds the missing `p@ind` readers from the current store (at install, or again
@@ -174,7 +187,7 @@ class Engine:
                 circuit.step(changes)
             self.graph.step(changes)
         except Exception:
-            self.graph = ProgramGraph(self.program, partial=self.partial)
+            self.graph = self._new_graph()
             self._inductive.clear()
             raise
         for name, circuit in self._inductive.items():

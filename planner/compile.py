@@ -93,7 +93,16 @@ class ProgramGraph:
     `partial=False` makes every state full: the fully materialized reference.
     """
 
-    def __init__(self, program: CompiledProgram, *, partial: bool = True) -> None:
+    def __init__(
+        self,
+        program: CompiledProgram,
+        *,
+        partial: bool = True,
+        hold_whole: Callable[[str], bool] | None = None,
+    ) -> None:
+        """`hold_whole(source)`: whether a recursive view's demanded rules read `source`
+        whole rather than through a slice fetched by demand (planner/demand/readers.py);
+        None holds every source whole."""
         self.program = program
         self.partial = partial
         self.graph: Graph[ViewKey] = Graph()
@@ -106,7 +115,9 @@ class ProgramGraph:
             partial=partial,
         )
         # Readers of recursive views by key, served from demand (planner/demand/).
-        self.demands = DemandedReaders(program.checked, self._builder, self.graph.step)
+        self.demands = DemandedReaders(
+            program.checked, self._builder, self.graph.step_demand, hold_whole or _hold_all
+        )
 
     def reader(self, view: str, key: tuple[str, ...], fetch: Fetch) -> Reader | list[FetchRequest]:
         """The reader of `view` by `key`, built (and its new full states hydrated through
@@ -193,6 +204,10 @@ class PendingLookup:
         if not result.done:
             return LookupResult(None, result.misses, result.steps)
         return LookupResult(result.answer, [], result.steps)
+
+
+def _hold_all(source: str) -> bool:
+    return True
 
 
 def _no_fetch(source: str, columns: tuple[str, ...], keys: list[Key], filters: Filters) -> list[Row]:

@@ -13,22 +13,29 @@ Contract:
   key present in a state below is demanded, so no key below is ever read without its rows.
 - Missing key: an upquery for keys not demanded yet first inserts them into the demand
   source with `push` (a step of the graph, under the caller's lock, between two epochs: it
-  changes no epoch's answers, only which keys the states above hold), then reads the states
-  above, which hold them now. It never fetches and never misses. During a step (a TopK's
-  refill, `fetches_allowed()` false) every key asked is demanded already: a key present
-  below is demanded.
+  changes no epoch's answers, only which keys the states above hold). When the relation
+  reads sources through slices (`slices`, its other inputs: source_slice.py), it then fills
+  them until nothing they need is pending: each round fetches every newly needed key of a
+  slice at once, and misses (a Miss, the walk resumes here) while that fetch is not at
+  hand. Then it reads the states above, which hold the keys' rows now. Keys being filled
+  are counted in `filling`, so that an eviction between rounds does not release them.
+  During a step (a TopK's refill, `fetches_allowed()` false) every key asked is demanded
+  and settled already: a key present below is.
 - Eviction: the state below evicts its keys on its own; `release` then retracts the demand
-  of every key no state below holds (one step deleting them), so the states above shrink.
-  The states above are full, so no eviction ever reaches the gate from above.
+  of every key no state below holds and no fill holds (one step deleting them), and the
+  slices drop the rows no longer needed, so the states above shrink. The states above are
+  full, so no eviction ever reaches the gate from above.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections import Counter
+from collections.abc import Callable, Collection, Sequence
 
 from pomoview.dataflow.node import KeyedNode, Node
+from pomoview.dataflow.operators.source_slice import SourceSlice
 from pomoview.dataflow.state.keyed_state import Key, Row
-from pomoview.dataflow.upquery import Upquery, fetches_allowed, rows
+from pomoview.dataflow.upquery import Ask, Upquery, all_cover, ask_all, covered, fetches_allowed, rows
 from pomoview.dataflow.zset import ZSet
 
 # Steps the graph with this delta of the demand source (weights +1 insert, -1 delete).
@@ -36,38 +43,90 @@ Push = Callable[[ZSet[Row]], None]
 
 
 class DemandGate(Node):
-    def __init__(self, parent: Node, key_cols: tuple[int, ...], demand: str, push: Push) -> None:
-        super().__init__(parent.schema, (parent,))
+    def __init__(
+        self,
+        parent: Node,
+        key_cols: tuple[int, ...],
+        demand: str,
+        push: Push,
+        slices: Sequence[SourceSlice] = (),
+    ) -> None:
+        # The slices are inputs so that the circuit builds and steps them with the gate;
+        # they carry no rows.
+        super().__init__(parent.schema, (parent, *slices))
         self.key_cols = key_cols
         self.demand = demand  # the demand source's name, for describe
         self.push = push
+        self.slices = tuple(slices)
+        for piece in self.slices:
+            piece.gates.append(self)
         self.demanded: set[Key] = set()
+        self.filling: Counter[Key] = Counter()  # keys whose upquery is between rounds
         self.released = 0  # keys whose demand was retracted
 
     def on_delta(self, port: int, delta: ZSet[Row]) -> ZSet[Row]:
-        return delta
+        return delta if port == 0 else ZSet()
 
     def upquery(self, cols: tuple[int, ...], keys: Collection[Key]) -> Upquery[ZSet[Row]]:
         assert cols == self.key_cols, f"{self.describe()}: query on {cols}"
-        new = [k for k in dict.fromkeys(keys) if k not in self.demanded]
-        if new:
-            assert fetches_allowed(), f"{self.describe()}: new demand {new[:3]} inside a step"
-            self.demanded.update(new)
-            self.metrics.filled_keys += len(new)
-            self.push(ZSet([(key, 1) for key in new]))
-        return (yield rows(self.inputs[0], cols, keys))
+        asked = list(dict.fromkeys(keys))
+        self.filling.update(asked)
+        try:
+            new = [k for k in asked if k not in self.demanded]
+            if new:
+                assert fetches_allowed(), f"{self.describe()}: new demand {new[:3]} inside a step"
+                self.demanded.update(new)
+                self.metrics.filled_keys += len(new)
+                self.push(ZSet([(key, 1) for key in new]))
+            while True:
+                unmet = [piece for piece in self.slices if piece.unmet]
+                if not unmet:
+                    break
+                yield from ask_all([Ask(piece.fill_step, ()) for piece in unmet])
+            answer: ZSet[Row] = yield rows(self.inputs[0], cols, keys)
+            return answer
+        finally:
+            self.filling.subtract(asked)
+            self.filling = +self.filling  # drops the keys no fill holds any more
+
+    def covers_step(self, cols: tuple[int, ...], key: Key) -> Upquery[bool]:
+        return all_cover([covered(self.inputs[0], cols, key)])
 
     def release(self) -> int:
-        """Retracts the demand of the keys no state below holds; returns how many."""
+        """Retracts the demand of the keys no state below and no fill holds, then the slices'
+        rows no longer needed; returns how many keys it retracted."""
         below = [c for c, _ in self.consumers if isinstance(c, KeyedNode)]
-        gone = [k for k in self.demanded if not any(c.state.is_present(k) for c in below)]
+        gone = [
+            k
+            for k in self.demanded
+            if k not in self.filling and not any(c.state.is_present(k) for c in below)
+        ]
         if gone:
             self.demanded.difference_update(gone)
             self.released += len(gone)
             self.push(ZSet([(key, -1) for key in gone]))
+            for piece in self.slices:
+                piece.trim()
         return len(gone)
 
+    def evict_settled(self) -> int:
+        """Evicts every key present below (not those a fill holds, which are not present
+        yet), then releases their demand: what a write does when it makes a slice need keys
+        it has not fetched (Graph.step), since those keys' answers would miss rows until
+        fetched. Returns how many keys it evicted."""
+        evicted = 0
+        for consumer, _ in self.consumers:
+            if isinstance(consumer, KeyedNode):
+                # A key a subscription pins stays (eviction.py never takes one): its answer
+                # waits for the next fill through this gate (a limit written in the issue).
+                state = consumer.state
+                evicted += consumer.evict_own([k for k in state.keys() if k not in state.pinned])
+        self.release()
+        return evicted
+
     def check(self) -> None:
+        for piece in self.slices:
+            piece.check()
         for consumer, _ in self.consumers:
             if isinstance(consumer, KeyedNode):
                 for key in consumer.state.keys():

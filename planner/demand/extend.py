@@ -10,6 +10,7 @@ own relations keep theirs, so the nodes built for them are shared with every oth
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from pomoview.planner.demand.magic import Demanded, Full, demand_program
@@ -45,9 +46,12 @@ def recursion_reached(checked: CheckedProgram, view: str) -> str | None:
     return None
 
 
-def extend(checked: CheckedProgram, view: str, key: tuple[str, ...]) -> Extension | Full:
-    """`checked` extended for lookups of `view` by `key` (see the module docstring)."""
-    rewritten = demand_program(checked, view, key)
+def extend(
+    checked: CheckedProgram, view: str, key: tuple[str, ...], sliced: Collection[str] = ()
+) -> Extension | Full:
+    """`checked` extended for lookups of `view` by `key` (see the module docstring), the
+    sources `sliced` read through slices (magic.py)."""
+    rewritten = demand_program(checked, view, key, sliced)
     if isinstance(rewritten, Full):
         return rewritten
     extended = validate(

@@ -21,6 +21,14 @@ Bancilhon and Ullman's generalized magic sets, as Soufflé's `MagicSet` transfor
 repeated in the magic rule instead. The answer for a demanded key is exactly the original
 view's (tests/planner/test_magic_sets.py checks it against the program unchanged).
 
+Slices (issue 25, part 3): a source named in `sliced` that a rule of an adorned copy reads
+with some attributes bound (β, by constants or the literals before it) is read from a new
+source `s__β` (e.g. `edge__bf`) instead: a slice of it, holding the rows of the keys in
+`n__s__β` (the need relation, whose rules repeat the prefix as a magic rule does) that the
+server has fetched (dataflow/operators/source_slice.py). Once every needed key is fetched,
+every read of the slice is by a fetched key, so it answers as the whole source would. An
+atom that binds no attribute, or in a rule guarded at its end, reads the source whole.
+
 Read whole, never adorned:
 - an atom under negation or inside an aggregate, and a cid binding's atom. Demand on them
   would make their copy depend on the demand of the rules that negate or aggregate them,
@@ -44,6 +52,7 @@ the guard keeps the rows of demanded keys.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from pomoview.planner.demand import text
@@ -62,6 +71,21 @@ class Demanded:
     demand: str
     key: tuple[str, ...]
     adorned: tuple[str, ...]  # every adorned copy, the view's first
+    slices: tuple[Slice, ...] = ()
+
+
+@dataclass(frozen=True)
+class Slice:
+    """A source read inside the demanded rules by bound attributes, held as a slice: the
+    source `relation` (declared by the rewrite, filled by demand) holds `source`'s rows whose
+    `key` attributes are among the rows of the derived relation `need`, whose rules are the
+    prefixes of the body literals before each atom of the slice (what that atom is read by).
+    """
+
+    source: str
+    relation: str
+    need: str
+    key: tuple[str, ...]  # in `source`'s attribute order
 
 
 @dataclass(frozen=True)
@@ -74,8 +98,12 @@ class Full:
 Adornment = tuple[str, frozenset[str]]  # (relation, its bound attributes)
 
 
-def demand_program(checked: CheckedProgram, view: str, key: tuple[str, ...]) -> Demanded | Full:
-    """`checked` rewritten for lookups of `view` by `key` (see the module docstring)."""
+def demand_program(
+    checked: CheckedProgram, view: str, key: tuple[str, ...], sliced: Collection[str] = ()
+) -> Demanded | Full:
+    """`checked` rewritten for lookups of `view` by `key` (see the module docstring); the
+    sources named in `sliced` are read through slices where an atom binds some of their
+    attributes (see "Slices" there)."""
     if not key:
         return Full(f"{view!r} is read whole (no key attribute), so every row is demanded")
     untyped = [a for a in key if checked.relations[view].types.get(a) not in TYPES]
@@ -90,10 +118,11 @@ def demand_program(checked: CheckedProgram, view: str, key: tuple[str, ...]) -> 
     queue: deque[Adornment] = deque([start])
     seen = {start}
     rules: list[str] = []
+    slices: dict[Adornment, None] = {}
     while queue:
         name, bound = queue.popleft()
         for rule in relations[name].rules:
-            rewritten = _rewrite(rule, bound, checked, names)
+            rewritten = _rewrite(rule, bound, checked, names, frozenset(sliced), slices)
             if isinstance(rewritten, Full):
                 return rewritten
             rule_texts, wanted = rewritten
@@ -111,6 +140,13 @@ def demand_program(checked: CheckedProgram, view: str, key: tuple[str, ...]) -> 
         f"{names.magic(start, attributes)}({seed_args}) :- {demand}({seed_args}).",
         *rules,
     ]
+    found: list[Slice] = []
+    for source, bound in slices:
+        declared = relations[source]
+        name = names.adorned((source, bound), declared.attributes)
+        out.append(text.source(name, [(a, declared.types[a]) for a in declared.attributes]))
+        need = names.need((source, bound), declared.attributes)
+        found.append(Slice(source, name, need, tuple(a for a in declared.attributes if a in bound)))
     adorned = tuple(names.adorned(a, relations[a[0]].attributes) for a in seen)
     return Demanded(
         checked.text.rstrip() + "\n\n% demand for " + f"{view}({', '.join(key)})\n" + "\n".join(out) + "\n",
@@ -118,13 +154,20 @@ def demand_program(checked: CheckedProgram, view: str, key: tuple[str, ...]) -> 
         demand,
         tuple(a for a in attributes if a in key),
         tuple(sorted(adorned, key=lambda n: n != names.adorned(start, attributes))),
+        tuple(found),
     )
 
 
 def _rewrite(
-    rule: ast.Rule, bound: frozenset[str], checked: CheckedProgram, names: _Names
+    rule: ast.Rule,
+    bound: frozenset[str],
+    checked: CheckedProgram,
+    names: _Names,
+    sliced: frozenset[str],
+    slices: dict[Adornment, None],
 ) -> tuple[list[str], list[Adornment]] | Full:
-    """The rule's adorned copy and its magic rules, and the adornments its body asks for."""
+    """The rule's adorned copy and its magic and need rules, and the adornments its body
+    asks for; the slices its body reads are added to `slices`."""
     head = rule.head
     relation = checked.relations[head.relation]
     if rule.inductive:
@@ -150,12 +193,22 @@ def _rewrite(
     magic: list[str] = []
     wanted: list[Adornment] = []
     for lit in rule.body:
-        if isinstance(lit, ast.Atom) and checked.relations[lit.relation].kind == "derived":
-            binds = frozenset(
-                arg.attribute
-                for arg in lit.args
-                if isinstance(arg.term, ast.Literal) or arg.term.name in known
-            )
+        kind = checked.relations[lit.relation].kind if isinstance(lit, ast.Atom) else None
+        if isinstance(lit, ast.Atom) and kind == "source" and lit.relation in sliced and not late:
+            binds = _bound(lit, known)
+            if binds:
+                want = (lit.relation, binds)
+                attributes = checked.relations[lit.relation].attributes
+                need_head = ast.Atom(
+                    names.need(want, attributes),
+                    tuple(arg for arg in lit.args if arg.attribute in binds),
+                    lit.position,
+                )
+                magic.append(text.rule(ast.Rule(need_head, False, tuple(prefix), rule.position)))
+                slices[want] = None
+                lit = ast.Atom(names.adorned(want, attributes), lit.args, lit.position)
+        elif isinstance(lit, ast.Atom) and kind == "derived":
+            binds = _bound(lit, known)
             if binds:
                 want = (lit.relation, binds)
                 attributes = checked.relations[lit.relation].attributes
@@ -178,6 +231,13 @@ def _rewrite(
         names.adorned((head.relation, bound), relation.attributes), head.args, head.position
     )
     return [text.rule(ast.Rule(adorned_head, False, tuple(body), rule.position)), *magic], wanted
+
+
+def _bound(atom: ast.Atom, known: set[str]) -> frozenset[str]:
+    """The attributes of `atom` a constant or a variable of `known` binds."""
+    return frozenset(
+        arg.attribute for arg in atom.args if isinstance(arg.term, ast.Literal) or arg.term.name in known
+    )
 
 
 def _plain(atom: ast.Atom) -> tuple[str, tuple[tuple[str, str], ...]]:
@@ -252,6 +312,10 @@ class _Names:
     def adorned(self, adornment: Adornment, attributes: list[str]) -> str:
         name, bound = adornment
         return self.fresh(f"{name}__{''.join('b' if a in bound else 'f' for a in attributes)}")
+
+    def need(self, adornment: Adornment, attributes: list[str]) -> str:
+        name, bound = adornment
+        return self.fresh(f"n__{name}__{''.join('b' if a in bound else 'f' for a in attributes)}")
 
     def magic(self, adornment: Adornment, attributes: list[str]) -> str:
         name, bound = adornment

@@ -8,6 +8,11 @@ inserts each key it fills into the demand source and retracts those evicted belo
 demand source lives here, not in the store: the graph's fetch answers it as empty (the
 graph hydrates it before anything is demanded), and its changes are steps of the graph.
 
+A base source the demanded rules read by bound attributes is read through a slice
+(magic.py, "Slices"; dataflow/operators/source_slice.py) unless `hold_whole` says it is
+small enough to hold whole, which the graph then hydrates once: the server decides by the
+store's row counts and its `--whole-source-rows` flag; `choices` says what each reader got.
+
 Readers of views that read no recursion keep the plain plan: their partial states already
 fetch only what a key needs, which the rewrite, whose states are full, would not. A
 reader the rewrite refuses (magic.Full) keeps the plain plan too, with the reason kept for
@@ -20,11 +25,12 @@ from collections.abc import Callable, Iterable, Mapping
 
 from pomoview.dataflow.node import Fetch, Filters, Node
 from pomoview.dataflow.operators.demand_gate import DemandGate
+from pomoview.dataflow.operators.source_slice import SourceSlice
 from pomoview.dataflow.state.keyed_state import Key, Row
 from pomoview.dataflow.zset import ZSet
 from pomoview.planner.builder.circuit_builder import CircuitBuilder
 from pomoview.planner.demand.extend import Extension, extend, recursion_reached
-from pomoview.planner.demand.magic import Full
+from pomoview.planner.demand.magic import Full, Slice
 from pomoview.planner.frontend.relations import CheckedProgram
 from pomoview.planner.ir.provenance import Keyed
 
@@ -33,14 +39,27 @@ Gate = Callable[[Node, tuple[int, ...]], Node]
 Step = Callable[[Mapping[str, ZSet[Row]]], object]
 
 
+def _hold_none(source: str) -> bool:
+    return False
+
+
 class DemandedReaders:
-    def __init__(self, checked: CheckedProgram, builder: CircuitBuilder, step: Step) -> None:
+    def __init__(
+        self,
+        checked: CheckedProgram,
+        builder: CircuitBuilder,
+        step: Step,
+        hold_whole: Callable[[str], bool] = _hold_none,
+    ) -> None:
         self._checked = checked  # the program with every extension so far
         self._builder = builder
-        self._step = step
+        self._step = step  # a step between epochs (Graph.step_demand)
+        self._hold_whole = hold_whole
         self._extensions: dict[ViewKey, Extension] = {}
         self.full: dict[ViewKey, str] = {}  # readers of recursive views left plain, and why
-        self.sources: set[str] = set()
+        # reader -> base source -> "slice" or "whole", for the sources its rules read
+        self.choices: dict[ViewKey, dict[str, str]] = {}
+        self.sources: set[str] = set()  # demand sources and slices: answered here
 
     def plan(self, view: str, key: tuple[str, ...]) -> tuple[str, Gate] | None:
         """The relation to build the reader of `view` by `key` from, and its gate; None
@@ -50,7 +69,11 @@ class DemandedReaders:
         if extension is None:
             if not key or recursion_reached(self._checked, view) is None:
                 return None
-            found = extend(self._checked, view, key)
+            bases = [
+                n for n, r in self._checked.relations.items() if r.kind == "source" and n not in self.sources
+            ]
+            sliced = [n for n in bases if not self._hold_whole(n)]
+            found = extend(self._checked, view, key, sliced)
             if isinstance(found, Full):
                 self.full[name] = found.reason
                 return None
@@ -58,6 +81,10 @@ class DemandedReaders:
             self._checked = found.checked
             self._builder.extend(found.checked.relations, found.exprs)
             self.sources.add(found.demanded.demand)
+            self.sources.update(piece.relation for piece in found.demanded.slices)
+            self.choices[name] = {n: "whole" for n in bases if n not in sliced} | {
+                piece.source: "slice" for piece in found.demanded.slices
+            }
         demanded = extension.demanded
         # The demand source's attributes are the key's in the view's order.
         order = tuple(key.index(a) for a in demanded.key)
@@ -67,15 +94,22 @@ class DemandedReaders:
             self._step({demanded.demand: rows})
 
         def gate(parent: Node, cols: tuple[int, ...]) -> Node:
-            node = DemandGate(parent, cols, demanded.demand, push)
+            slices = [self._slice(piece) for piece in demanded.slices]
+            node = DemandGate(parent, cols, demanded.demand, push, slices)
             # Its rows are the view's, by key: what a recomputation from scratch checks.
             node.origin = Keyed(self._builder.exprs[view], None)
             return node
 
         return demanded.relation, gate
 
+    def _slice(self, piece: Slice) -> SourceSlice:
+        """The SourceSlice of `piece`, below its need relation's node (built full)."""
+        need = self._builder.build(self._builder.exprs[piece.need], None)
+        attributes = tuple(self._checked.relations[piece.source].attributes)
+        return SourceSlice(need, piece.source, piece.relation, attributes, piece.key, self._step)
+
     def fetch(self, fetch: Fetch) -> Fetch:
-        """`fetch`, answering the demand sources (empty: see the module docstring)."""
+        """`fetch`, answering the demand sources and slices (empty: see the module docstring)."""
 
         def demand_or(
             source: str, cols: tuple[str, ...], keys: list[Key], filters: Filters

@@ -41,10 +41,15 @@ def edge_batch(rng: random.Random, program: str) -> dict[str, list[dict[str, obj
 
 
 def drive(
-    program: str, view: str, key: tuple[str, ...], seed: int, sources: dict[str, list[dict[str, object]]]
+    program: str,
+    view: str,
+    key: tuple[str, ...],
+    seed: int,
+    sources: dict[str, list[dict[str, object]]],
+    whole: int | None = None,
 ) -> Engine:
     rng = random.Random(seed)
-    partial, full = Engine(program), Engine(program, partial=False)
+    partial, full = Engine(program, whole_source_rows=whole), Engine(program, partial=False)
     for engine in (partial, full):
         engine.write(insert=sources)
     present: list[dict[str, object]] = []
@@ -90,7 +95,10 @@ def drive(
         (ABOVE, "fanout", ("x",)),
     ],
 )
-def test_demanded_lookups_equal_the_full_engine(program: str, view: str, key: tuple[str, ...]) -> None:
+@pytest.mark.parametrize("whole", [None, 0], ids=["sources-whole", "sources-sliced"])
+def test_demanded_lookups_equal_the_full_engine(
+    program: str, view: str, key: tuple[str, ...], whole: int | None
+) -> None:
     for seed in range(6):
         rng = random.Random(seed)
         sources: dict[str, list[dict[str, object]]] = edge_batch(rng, program)
@@ -98,15 +106,18 @@ def test_demanded_lookups_equal_the_full_engine(program: str, view: str, key: tu
             sources["edge"] += edge_batch(rng, program)["edge"]
         if "blocked" in program:
             sources["blocked"] = [{"x": rng.randrange(NODES)} for _ in range(3)]
-        partial = drive(program, view, key, seed, sources)
+        partial = drive(program, view, key, seed, sources, whole)
         assert gates(partial), "the recursive view was not read through demand"
+        if whole == 0:
+            assert any(gate.slices for gate in gates(partial)), "no source was read through a slice"
 
 
-def test_same_generation() -> None:
+@pytest.mark.parametrize("whole", [None, 0], ids=["sources-whole", "sources-sliced"])
+def test_same_generation(whole: int | None) -> None:
     rng = random.Random(4)
     parents = [{"child": c, "parent": rng.randrange(c)} for c in range(1, 30)]
     people = [{"id": i} for i in range(30)]
-    partial = drive(SAME_GENERATION, "sg", ("a",), 4, {"parent": parents, "person": people})
+    partial = drive(SAME_GENERATION, "sg", ("a",), 4, {"parent": parents, "person": people}, whole)
     assert gates(partial)
 
 
