@@ -50,6 +50,7 @@ class DemandGate(Node):
         demand: str,
         push: Push,
         slices: Sequence[SourceSlice] = (),
+        whole: Sequence[str] = (),
     ) -> None:
         # The slices are inputs so that the circuit builds and steps them with the gate;
         # they carry no rows.
@@ -58,6 +59,7 @@ class DemandGate(Node):
         self.demand = demand  # the demand source's name, for describe
         self.push = push
         self.slices = tuple(slices)
+        self.whole = tuple(whole)  # the base sources the relation reads whole, for describe
         for piece in self.slices:
             piece.gates.append(self)
         self.demanded: set[Key] = set()
@@ -134,4 +136,7 @@ class DemandGate(Node):
 
     def describe(self) -> str:
         keys = tuple(self.schema[c] for c in self.key_cols)
-        return f"DemandGate({self.demand} by {keys}, {len(self.demanded)} demanded, {self.released} released)"
+        reads = [f"{piece.source} by slice" for piece in self.slices] + [f"{s} whole" for s in self.whole]
+        what = f", reads {' and '.join(reads)}" if reads else ""
+        counts = f"{len(self.demanded)} demanded, {self.released} released"
+        return f"DemandGate({self.demand} by {keys}{what}, {counts})"

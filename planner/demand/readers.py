@@ -31,12 +31,26 @@ from pomoview.dataflow.zset import ZSet
 from pomoview.planner.builder.circuit_builder import CircuitBuilder
 from pomoview.planner.demand.extend import Extension, extend, recursion_reached
 from pomoview.planner.demand.magic import Full, Slice
+from pomoview.planner.frontend import ast
 from pomoview.planner.frontend.relations import CheckedProgram
 from pomoview.planner.ir.provenance import Keyed
 
 ViewKey = tuple[str, tuple[str, ...]]
 Gate = Callable[[Node, tuple[int, ...]], Node]
 Step = Callable[[Mapping[str, ZSet[Row]]], object]
+
+
+def _sources_read(extension: Extension, bases: list[str]) -> list[str]:
+    """The base sources the extension's rules read whole: through an atom that binds none
+    of their attributes, under a negation or an aggregate, or not sliced at all."""
+    out: dict[str, None] = {}
+    for name in extension.exprs:
+        for rule in extension.checked.relations[name].rules:
+            for lit in rule.body:
+                atom = lit if isinstance(lit, ast.Atom) else getattr(lit, "atom", None)
+                if isinstance(atom, ast.Atom) and atom.relation in bases:
+                    out[atom.relation] = None
+    return list(out)
 
 
 def _hold_none(source: str) -> bool:
@@ -82,9 +96,9 @@ class DemandedReaders:
             self._builder.extend(found.checked.relations, found.exprs)
             self.sources.add(found.demanded.demand)
             self.sources.update(piece.relation for piece in found.demanded.slices)
-            self.choices[name] = {n: "whole" for n in bases if n not in sliced} | {
-                piece.source: "slice" for piece in found.demanded.slices
-            }
+            read = _sources_read(found, bases)
+            slices = {piece.source: "slice" for piece in found.demanded.slices}
+            self.choices[name] = {n: "whole" for n in read} | slices
         demanded = extension.demanded
         # The demand source's attributes are the key's in the view's order.
         order = tuple(key.index(a) for a in demanded.key)
@@ -95,7 +109,8 @@ class DemandedReaders:
 
         def gate(parent: Node, cols: tuple[int, ...]) -> Node:
             slices = [self._slice(piece) for piece in demanded.slices]
-            node = DemandGate(parent, cols, demanded.demand, push, slices)
+            whole = tuple(n for n, how in self.choices[name].items() if how == "whole")
+            node = DemandGate(parent, cols, demanded.demand, push, slices, whole)
             # Its rows are the view's, by key: what a recomputation from scratch checks.
             node.origin = Keyed(self._builder.exprs[view], None)
             return node

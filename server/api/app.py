@@ -35,6 +35,7 @@ from pomoview.server.spark.session import SparkProvider, create_spark_session
 from pomoview.server.store.fs import StoreLocationError, split_location
 from pomoview.server.views.memory_budget import format_bytes
 from pomoview.server.views.subscriptions import DEFAULT_BUFFER_ROWS
+from pomoview.server.views.view_state import DEFAULT_WHOLE_SOURCE_ROWS
 
 log = logging.getLogger("pomoview")
 
@@ -141,6 +142,7 @@ def serve(
     subscription_buffer: int = DEFAULT_BUFFER_ROWS,
     limits: Limits | None = None,
     hit_replica: bool = False,
+    whole_source_rows: int = DEFAULT_WHOLE_SOURCE_ROWS,
 ) -> None:
     """Runs the server until SIGINT or SIGTERM. Prints `pomoview listening on HOST:PORT` when ready.
 
@@ -154,6 +156,7 @@ def serve(
     Spark settings for the session (`spark/conf.py`: flags, env and `DATA/spark.conf`).
     `hit_replica`: a second process listens on the port, answers hits from a copy of the
     readers and passes every other call here, over a local socket (hit_replica.py).
+    `whole_source_rows`: see the Scheduler's.
     """
     _configure_logging()
     sys.setswitchinterval(SWITCH_INTERVAL)
@@ -166,6 +169,7 @@ def serve(
         flush_interval=flush_interval, max_apply_lag=max_apply_lag, program=program, full_state=full_state,
         memory_budget=memory_budget, subscription_buffer=subscription_buffer,
         spark_timeout=spark_timeout, spark_write_timeout=spark_write_timeout, hit_replica=hit_replica,
+        whole_source_rows=whole_source_rows,
     )
     metrics = _serve_metrics(host, metrics_port)
     front = _bind_front(host, port, security, limits) if hit_replica else None
@@ -176,7 +180,7 @@ def serve(
         scheduler = Scheduler(
             data_dir, spark, flush_interval=flush_interval, max_apply_lag=max_apply_lag,
             store_dir=location, full_state=full_state, memory_budget=memory_budget, metrics=metrics,
-            subscription_buffer=subscription_buffer, limits=limits,
+            subscription_buffer=subscription_buffer, limits=limits, whole_source_rows=whole_source_rows,
             spark_timeouts=SparkTimeouts(spark_timeout, spark_write_timeout),
         )
     except StoreLocationError as err:
@@ -287,6 +291,7 @@ def _log_configuration(
     spark_timeout: float | None,
     spark_write_timeout: float | None,
     hit_replica: bool,
+    whole_source_rows: int,
 ) -> None:
     """Logs every setting on one line, each with where it came from (`origins`: flag, env or
     default), and warns when the server is open to anyone who can reach it."""
@@ -310,6 +315,7 @@ def _log_configuration(
                 setting("program", program if program is not None else "none"),
                 setting("full_state", full_state),
                 setting("hit_replica", hit_replica),
+                setting("whole_source_rows", whole_source_rows),
                 setting(
                     "memory_budget",
                     "none" if memory_budget is None else f"{memory_budget} ({format_bytes(memory_budget)})",

@@ -123,6 +123,16 @@ SERVE: tuple[Argument, ...] = (
         "scan); for comparison in benchmarks (env POMOVIEW_FULL_STATE=1)",
     ),
     arg(
+        "--whole-source-rows",
+        type=int,
+        default=None,
+        metavar="ROWS",
+        help="a recursive view looked up by key reads a source of at most this many rows (by the "
+        "store's counts) whole, fetched once; a larger source, or one whose count the store does "
+        "not know (a bulk load's), in slices fetched by demand, a keyed Spark job per level of "
+        "the closure (env POMOVIEW_WHOLE_SOURCE_ROWS, default 10000)",
+    ),
+    arg(
         "--hit-replica",
         action="store_true",
         help="answer hits (lookups of present keys) in a second process, from a copy of the "

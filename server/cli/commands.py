@@ -124,6 +124,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from pomoview.server.views.memory_budget import default_budget, parse_bytes
     from pomoview.server.views.subscriptions import DEFAULT_BUFFER_ROWS
+    from pomoview.server.views.view_state import DEFAULT_WHOLE_SOURCE_ROWS
 
     metrics = metrics_port(config)
     timeouts = {name: spark_timeout(config, name) for name in ("spark_timeout", "spark_write_timeout")}
@@ -171,6 +172,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         subscription_buffer=args.subscription_buffer or DEFAULT_BUFFER_ROWS,
         limits=server_limits,
         hit_replica=args.hit_replica or os.environ.get("POMOVIEW_HIT_REPLICA", "") not in ("", "0"),
+        whole_source_rows=(
+            args.whole_source_rows
+            if args.whole_source_rows is not None
+            else int(os.environ.get("POMOVIEW_WHOLE_SOURCE_ROWS") or DEFAULT_WHOLE_SOURCE_ROWS)
+        ),
         origins={name: origin for name, (_, origin) in config.items()},
     )
     return 0

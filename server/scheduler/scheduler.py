@@ -64,7 +64,7 @@ from pomoview.server.views.introspection import Introspection
 from pomoview.server.views.log_tail import LogTail
 from pomoview.server.views.memory_budget import MemoryBudget, process_rss
 from pomoview.server.views.subscriptions import DEFAULT_BUFFER_ROWS, Subscription, Subscriptions
-from pomoview.server.views.view_state import ViewState
+from pomoview.server.views.view_state import DEFAULT_WHOLE_SOURCE_ROWS, ViewState, WholeSources
 from pomoview.server.wal.wal import WriteAheadLog
 
 log = logging.getLogger("pomoview.scheduler")
@@ -130,6 +130,7 @@ class Scheduler:
         files: FileIO = OS_FILES,
         limits: Limits | None = None,
         max_apply_lag: float = DEFAULT_MAX_APPLY_LAG,
+        whole_source_rows: int = DEFAULT_WHOLE_SOURCE_ROWS,
     ) -> None:
         # What one request may ask for (`serve`'s limit flags); Install's are checked here.
         self.limits = Limits() if limits is None else limits
@@ -155,9 +156,9 @@ class Scheduler:
         self.counters = Counters()
         self._stopping = threading.Event()
         self.threads: list[threading.Thread] = []  # joined by `stop`
-        # `full_state`: every state full (no partial state), the comparison run of
-        # bench/partial_memory.py.
+        # `full_state`: every state full, the comparison run of bench/partial_memory.py.
         self.view_state = view = self._recover(subscriptions, memory=memory, full_state=full_state)
+        view.hold_whole = WholeSources(self.store.rows_at_most, whole_source_rows)
         self.time_path = TimePath(view, self.store, self.data_dir)
         self.time_path.recover()
         log.info(

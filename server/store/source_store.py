@@ -174,6 +174,15 @@ class SourceStore:
         state = self._snapshots.current().sources.get(source)
         return None if state is None else state.schema
 
+    def rows_at_most(self, source: str) -> int | None:
+        """At most how many rows `source` holds in the store (its parts' operations, deletes
+        included), or None when a part's count is not known (a bulk load's) or the source is
+        not registered. The log's unflushed batches are not counted."""
+        state = self._snapshots.current().sources.get(source)
+        if state is None or any(part.rows is None for part in state.parts):
+            return None
+        return sum(part.rows or 0 for part in state.parts)
+
     def schemas(self) -> dict[str, SourceSchema]:
         """Every registered source's schema, including sources no program declares any more."""
         return {name: state.schema for name, state in self._snapshots.current().sources.items()}

@@ -90,6 +90,26 @@ class CountingLock:
             self._local.counter = None
 
 
+# A recursive view's demanded rules read a source of at most this many rows whole (`serve
+# --whole-source-rows`).
+DEFAULT_WHOLE_SOURCE_ROWS = 10_000
+
+
+class WholeSources:
+    """Which sources a recursive view's demanded rules read whole rather than through slices
+    fetched by demand (planner/demand/readers.py): those the store counts at most `limit`
+    rows of. A source it cannot count (a bulk load's parts) is sliced, which is right for a
+    large one and costs a small one a few keyed fetches."""
+
+    def __init__(self, rows_at_most: Callable[[str], int | None], limit: int) -> None:
+        self._rows_at_most = rows_at_most
+        self.limit = limit
+
+    def __call__(self, source: str) -> bool:
+        rows = self._rows_at_most(source)
+        return rows is not None and rows <= self.limit
+
+
 class ViewState:
     """The program, its graph, the epochs and the log tail, under the dataflow lock `lock`.
 
@@ -133,6 +153,8 @@ class ViewState:
         self.memory = memory
         # Every state full (no partial state): the comparison run of bench/partial_memory.py.
         self.full_state = full_state
+        # Whether a recursive view's demanded rules read a source whole (ProgramGraph's).
+        self.hold_whole: Callable[[str], bool] | None = None
         self.program = program
         # The program's one dataflow graph; a new one at every install (built lazily).
         self.graph: ProgramGraph | None = None
@@ -169,11 +191,20 @@ class ViewState:
             raise FailedPrecondition("no program is installed; call Install first")
         return program
 
+    def _holds_whole(self, source: str) -> bool:
+        # Asked when a reader is planned: the scheduler sets `hold_whole` after the graph of
+        # the recovered program is made.
+        return self.hold_whole is None or self.hold_whole(source)
+
     def reset_graph(self) -> None:
         """A new, empty graph for the program (caller holds the lock)."""
         assert self._mutex.locked()
         program = self.program
-        self.graph = None if program is None else ProgramGraph(program, partial=not self.full_state)
+        self.graph = (
+            None
+            if program is None
+            else ProgramGraph(program, partial=not self.full_state, hold_whole=self._holds_whole)
+        )
         self.subscriptions.reset("the dataflow was rebuilt (a program install, a bulk load or a failure)")
         # Even to even, after the new graph is in place: a lookup without the lock that
         # read the old graph sees the sequence move and takes the locked path.

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from .server_process import ServerProcess
+from .server_process import ServerProcess, wait_for_flush
 
 PROGRAM = """
 source edge(src: int, dst: int).
@@ -52,6 +52,7 @@ def test_a_recursive_view_by_key_demands_the_looked_up_keys(tmp_path: Path) -> N
                 assert got == closure(edges, key) and len(got) == 10
             gate = gate_of(db)
             assert "3 demanded" in str(gate["detail"]), gate
+            assert "reads edge whole" in str(gate["detail"]), gate  # 100 edges, not flushed yet: 0 counted
             reader = next(n for n in db.describe("reach")["nodes"] if n["operator"] == "Reader")
             assert reader["partial"] and reader["present_keys"] == 3
             # Break ring 0 (3's) and join ring 2 (27's) to ring 9 (99's).
@@ -94,5 +95,47 @@ def test_evictions_under_a_tiny_budget_retract_demand_and_answers_stay_exact(tmp
             # evictions (RSS-driven: when they come is the budget's) released some.
             demanded, released = (int(part.split()[0]) for part in str(gate["detail"]).split(", ")[-2:])
             assert demanded == reader["present_keys"] and released > 0, (gate, reader)
+    finally:
+        server.stop()
+
+
+def test_sources_inside_the_recursion_are_fetched_by_demand_one_job_per_level(tmp_path: Path) -> None:
+    """With `--whole-source-rows 0` the edges are read through a slice: a key's closure
+    costs one keyed Spark job per level of its depth (not one per node, nor a scan of the
+    whole source), the slice holds the closure's edges only, and a write that reaches nodes
+    never fetched still gives exact answers."""
+    program = tmp_path / "reach.pomo"
+    program.write_text(PROGRAM)
+    tree = {(p, c) for p in range(1, 32) for c in (2 * p, 2 * p + 1)}  # depth 5 below 1
+    others = {(100 + i, 101 + i) for i in range(50)}  # a chain no lookup below reaches
+    edges = tree | others
+    server = ServerProcess(
+        tmp_path / "data", program=program, extra_args=["--whole-source-rows", "0"]
+    ).start()
+    try:
+        with server.client() as db:
+            epoch = db.write("edge", insert=[{"src": x, "dst": y} for x, y in edges])
+            wait_for_flush(db, epoch)  # counted by the store: 162 rows, more than 0
+            before = db.stats()["spark_jobs"]
+            rows = db.lookup("reach", {"src": 1}, min_epoch=epoch)
+            jobs = db.stats()["spark_jobs"] - before
+            assert {(r["src"], r["dst"]) for r in rows} == closure(edges, 1)
+            assert 6 <= jobs <= 7, jobs  # levels 1, 2-3, ..., 32-63 (the leaves have no edges)
+            nodes = db.describe("reach")["nodes"]
+            (piece,) = [n for n in nodes if n["operator"] == "SourceSlice"]
+            assert "63 fetched" in str(piece["detail"]) and piece["rows"] == 62, piece
+            assert "reads edge by slice" in str(gate_of(db)["detail"])
+            # Warm, and a key inside the fetched closure: no job.
+            before = db.stats()["spark_jobs"]
+            for key in (1, 4):
+                rows = db.lookup("reach", {"src": key})
+                assert {(r["src"], r["dst"]) for r in rows} == closure(edges, key)
+            assert db.stats()["spark_jobs"] == before
+            # A leaf of 1's closure now reaches the chain, whose edges were never fetched.
+            epoch = db.write("edge", insert=[{"src": 40, "dst": 120}])
+            edges |= {(40, 120)}
+            for key in (1, 4, 120):
+                rows = db.lookup("reach", {"src": key}, min_epoch=epoch)
+                assert {(r["src"], r["dst"]) for r in rows} == closure(edges, key), key
     finally:
         server.stop()
