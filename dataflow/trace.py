@@ -19,6 +19,8 @@ to the work an epoch does anyway.
 
 from __future__ import annotations
 
+import itertools
+import sys
 from collections.abc import Hashable, Iterable, Iterator
 from typing import Any
 
@@ -79,7 +81,7 @@ class TraceReader:
 class Trace(TraceReader):
     """A partial or full trace with lazy compaction of past epochs."""
 
-    __slots__ = ("partial", "_keys", "_epoch", "_entries", "_order")
+    __slots__ = ("partial", "_keys", "_epoch", "_entries", "_order", "_touched")
 
     def __init__(self, *, partial: bool = False) -> None:
         self.partial = partial
@@ -89,6 +91,11 @@ class Trace(TraceReader):
         # The keys in cursor order, kept until a key comes or goes, so that
         # repeated sequential reads cost no sort.
         self._order: list[Hashable] | None = None
+        # epoch -> the (key, value) pairs that held entries at several times after an insert
+        # of that epoch: once the epoch is below the compaction floor, `advance_to` compacts
+        # them, so that changes which cancel out (a retraction at the iteration its row was
+        # derived at) leave no entries behind even when nothing touches them again.
+        self._touched: dict[int, set[tuple[Hashable, Hashable]]] = {}
 
     # -- presence (DESIGN §3) ------------------------------------------------------------
 
@@ -115,6 +122,16 @@ class Trace(TraceReader):
         """Declares that no time of an epoch below `epoch` will be appended or asked about."""
         assert epoch >= self._epoch, (epoch, self._epoch)
         self._epoch = epoch
+        ready = [e for e in self._touched if e < epoch - 1]
+        for e in ready:
+            for key, value in self._touched.pop(e):
+                values = self._keys.get(key)
+                times = None if values is None else values.get(value)
+                if values is not None and times is not None and not self._compact(values, value, times):
+                    del values[value]
+                    if not values and not self.partial:
+                        del self._keys[key]
+                        self._order = None
 
     def insert(self, key: Hashable, value: Hashable, time: Time, weight: int) -> bool:
         """Adds one weighted entry; False (and no change) when the key is missing."""
@@ -138,6 +155,8 @@ class Trace(TraceReader):
             times[time] = total
             if not old:
                 self._entries += 1
+                if len(times) > 1:
+                    self._touched.setdefault(time[0], set()).add((key, value))
         else:
             del times[time]
             self._entries -= 1
@@ -209,6 +228,18 @@ class Trace(TraceReader):
     def present_keys(self) -> int:
         return len(self._keys)
 
+    def estimate_bytes(self, sample: int = 64) -> int:
+        """The memory the trace holds, its dicts and values sized from its first `sample`
+        keys (values shared between entries are counted once per entry: an upper bound)."""
+        total = sys.getsizeof(self._keys)
+        seen = sampled = 0
+        for key, values in itertools.islice(self._keys.items(), sample):
+            sampled += 1
+            seen += _deep_size(key) + sys.getsizeof(values)
+            for value, times in values.items():
+                seen += _deep_size(value) + sys.getsizeof(times) + sum(_deep_size(t) for t in times)
+        return total + (seen * len(self._keys) // sampled if sampled else 0)
+
     def __len__(self) -> int:
         """The number of (key, value, time) entries."""
         return self._entries
@@ -254,3 +285,10 @@ class TraceBefore(TraceReader):
 
     def __repr__(self) -> str:
         return f"TraceBefore({self.time}, {list(self.cursor())!r})"
+
+
+def _deep_size(value: object) -> int:
+    """A value's bytes with a tuple's items (one level: rows and times are flat tuples)."""
+    if type(value) is tuple:
+        return sys.getsizeof(value) + sum(sys.getsizeof(v) for v in value)
+    return sys.getsizeof(value)

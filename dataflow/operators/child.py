@@ -26,15 +26,18 @@ point within `max_iterations` raises, naming itself.
 
 from __future__ import annotations
 
+import itertools
+import sys
 from collections.abc import Collection, Iterable, Sequence
 from typing import Literal
 
 from pomoview.dataflow.circuit import Circuit
-from pomoview.dataflow.node import FetchRequest, Node, Value, active, project
+from pomoview.dataflow.node import FetchRequest, Node, StateSummary, Value, active, project
 from pomoview.dataflow.operators.feedback import Feedback
 from pomoview.dataflow.operators.import_stream import Import
 from pomoview.dataflow.state.keyed_state import Key, Row
 from pomoview.dataflow.time import Time
+from pomoview.dataflow.trace import Trace
 from pomoview.dataflow.zset import ZSet
 
 Mode = Literal["incremental", "iterate"]
@@ -67,6 +70,9 @@ class Child(Node):
         # reads its keys' rows instead of scanning every row the recursion holds.
         self._indexes: dict[tuple[int, tuple[int, ...]], dict[Key, dict[Row, int]]] = {}
         self.iterations = 0  # of the last run, for tests and benchmarks
+        # Its inputs hold demanded keys only (planner/demand/readers.py marks it): it then
+        # shrinks when demand is released, and Stats reports it as partial.
+        self.demand_driven = False
 
     def output(self, index: int) -> ChildOutput:
         return ChildOutput(self, index)
@@ -171,8 +177,25 @@ class Child(Node):
                 out.add(row, weight)
         return out
 
+    def state_summary(self) -> StateSummary:
+        """Its outputs' totals, their indexes and the traces of its nodes (the recursion's
+        state), as rows (a trace's entries count as rows) and sampled bytes."""
+        rows = sum(len(total) for total in self.totals)
+        size = sum(_rows_bytes(total.items(), len(total)) for total in self.totals)
+        for index in self._indexes.values():
+            entries = sum(len(group) for group in index.values())
+            rows += entries
+            size += sys.getsizeof(index) + _groups_bytes(index, entries)
+        for node in self.circuit.nodes:
+            trace = getattr(node, "trace", None)
+            if isinstance(trace, Trace):
+                rows += len(trace)
+                size += trace.estimate_bytes()
+        return StateSummary((), self.demand_driven, len(self.totals), rows, size)
+
     def describe(self) -> str:
-        return f"Child({self.mode}, {len(self.circuit.nodes)} nodes)"
+        demand = ", demand-driven" if self.demand_driven else ""
+        return f"Child({self.mode}, {len(self.circuit.nodes)} nodes{demand})"
 
 
 class ChildOutput(Node):
@@ -207,3 +230,23 @@ def _index_add(index: dict[Key, dict[Row, int]], cols: tuple[int, ...], delta: Z
             del group[row]
             if not group:
                 del index[key]
+
+
+def _rows_bytes(items: Iterable[tuple[Row, int]], count: int, sample: int = 64) -> int:
+    """The bytes of `count` (row, weight) dict entries, sized from the first `sample`."""
+    seen = sampled = 0
+    for row, _ in itertools.islice(items, sample):
+        sampled += 1
+        seen += sys.getsizeof(row) + sum(sys.getsizeof(v) for v in row) + _ENTRY
+    return seen * count // sampled if sampled else 0
+
+
+def _groups_bytes(index: dict[Key, dict[Row, int]], entries: int, sample: int = 64) -> int:
+    """An index's groups: each dict, and its entries (rows shared with the totals)."""
+    groups = list(itertools.islice(index.values(), sample))
+    if not groups:
+        return 0
+    return sum(sys.getsizeof(g) for g in groups) * len(index) // len(groups) + entries * _ENTRY
+
+
+_ENTRY = 24  # a dict entry: its hash, key and value (weights are small ints, shared)

@@ -15,7 +15,7 @@ Contract:
   source with `push` (a step of the graph, under the caller's lock, between two epochs: it
   changes no epoch's answers, only which keys the states above hold). When the relation
   reads sources through slices (`slices`, its other inputs: source_slice.py), it then fills
-  them until nothing they need is pending: each round fetches every newly needed key of a
+  them until nothing they need is unmet: each round fetches every newly needed key of a
   slice at once, and misses (a Miss, the walk resumes here) while that fetch is not at
   hand. Then it reads the states above, which hold the keys' rows now. Keys being filled
   are counted in `filling`, so that an eviction between rounds does not release them.

@@ -11,14 +11,18 @@ into the slice, which is an ordinary insertion the recursion derives from, and s
 the need is met.
 
 Contract:
-- Input: the need relation's delta (its rows are keys: weight +1 needed, -1 no longer).
+- Input: the need relation's delta (its rows are keys: weight +1 needed, -1 no longer),
+  and at build what it holds already (a constant in a rule can need keys before any key
+  is demanded).
   Output: none (the gate that waits on this slice reads no rows from it).
 - Not linear. State: `needed`, the keys the need relation holds; `fetched`, the base rows of
   each fetched key (kept in step with the base source's writes by `forward`); `unmet`,
-  needed keys not fetched. Invariant (`check`): nothing is pending unless a gate above is
-  filling (a lookup between its rounds), since a write that makes a key pending is
-  followed by the eviction of the gates' keys (dataflow/graph.py, `Graph.step`).
-- Missing key: `fill_step` fetches every pending key in one request through `fetch` and
+  needed keys not fetched. Invariant (`check`): nothing is unmet while a key no
+  subscription pins is present below a gate, unless that gate is filling (a lookup
+  between its rounds): a write that makes a key unmet is followed by the eviction of the
+  gates' keys (dataflow/graph.py, `Graph.step`), and a pinned key's answer waits for the
+  next fill through its gate.
+- Missing key: `fill_step` fetches every unmet key in one request through `fetch` and
   pushes their rows into the slice (a step of the graph, between epochs); while the fetch
   is not at hand it yields a Miss (the walk parks there and resumes at its next round).
   A write of the base source for a key not fetched is dropped here (`forward`): the store
@@ -69,7 +73,7 @@ class SourceSlice(Node):
         )
         self.fetched = KeyedState(partial=True, layout=layout)
         self.unmet: set[Key] = set()
-        self.grew = False  # a key became pending since the last `settled` (Graph.step)
+        self.grew = False  # a key became unmet since Graph.step reset it
         self.gates: list[Node] = []  # the DemandGates that wait on this slice
 
     def on_delta(self, port: int, delta: ZSet[Row]) -> ZSet[Row]:
@@ -85,6 +89,16 @@ class SourceSlice(Node):
                 self.needed.discard(key)
                 self.unmet.discard(key)
         return ZSet()
+
+    @property
+    def needs_hydrate(self) -> bool:
+        return True
+
+    def hydrate(self) -> list[FetchRequest]:
+        """Takes what the need relation holds at build: a rule's constants (a fact the
+        demand reaches) may need keys before any key is demanded."""
+        self.on_delta(0, self.inputs[0].query((), [()]))
+        return []
 
     def forward(self, delta: ZSet[Row]) -> ZSet[Row]:
         """The exact change a write of the base source makes to the slice (its operations
@@ -103,7 +117,7 @@ class SourceSlice(Node):
         return ZSet.of_weights(weights)
 
     def fill_step(self) -> Upquery[None]:
-        """Fetches every pending key in one request and pushes their rows into the slice
+        """Fetches every unmet key in one request and pushes their rows into the slice
         (see the module docstring); yields a Miss while that fetch is not at hand."""
         while True:
             keys = sorted(self.unmet, key=repr)  # again after a round: a write may have changed them
@@ -139,8 +153,9 @@ class SourceSlice(Node):
         return len(gone)
 
     def check(self) -> None:
-        # A gate filling, or a key a subscription pins (which a write's eviction leaves).
-        excused = any(getattr(gate, "filling", None) or _pins_below(gate) for gate in self.gates)
+        # Keys unmet are allowed while a gate fills, or when no answer can lack their rows:
+        # no key is present below the gates but pinned ones (a write's eviction leaves those).
+        excused = all(getattr(gate, "filling", None) or not _unpinned_below(gate) for gate in self.gates)
         assert not self.unmet or excused, (
             f"{self.describe()}: {sorted(self.unmet, key=repr)[:3]} needed, not fetched, no fill under way"
         )
@@ -156,5 +171,8 @@ class SourceSlice(Node):
         )
 
 
-def _pins_below(gate: Node) -> bool:
-    return any(isinstance(c, KeyedNode) and c.state.pinned for c, _ in gate.consumers)
+def _unpinned_below(gate: Node) -> bool:
+    """Whether a state below the gate holds a key no subscription pins."""
+    return any(
+        isinstance(c, KeyedNode) and c.state.present_keys() > len(c.state.pinned) for c, _ in gate.consumers
+    )

@@ -24,7 +24,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 
 from pomoview.dataflow.node import Fetch, Filters, Node
+from pomoview.dataflow.operators.child import Child
 from pomoview.dataflow.operators.demand_gate import DemandGate
+from pomoview.dataflow.operators.source_index import SourceIndex
 from pomoview.dataflow.operators.source_slice import SourceSlice
 from pomoview.dataflow.state.keyed_state import Key, Row
 from pomoview.dataflow.zset import ZSet
@@ -45,12 +47,33 @@ def _sources_read(extension: Extension, bases: list[str]) -> list[str]:
     of their attributes, under a negation or an aggregate, or not sliced at all."""
     out: dict[str, None] = {}
     for name in extension.exprs:
-        for rule in extension.checked.relations[name].rules:
+        relation = extension.checked.relations.get(name)  # not a hidden one (`p@ind`)
+        for rule in relation.rules if relation is not None else ():
             for lit in rule.body:
                 atom = lit if isinstance(lit, ast.Atom) else getattr(lit, "atom", None)
                 if isinstance(atom, ast.Atom) and atom.relation in bases:
                     out[atom.relation] = None
     return list(out)
+
+
+def _mark_demand_driven(top: Node, demand_sources: set[str]) -> None:
+    """Marks each Child above `top` that reads a demand source (through any of its inputs)
+    as demand-driven: it holds the demanded keys' rows only (Stats reports it partial). A
+    Child of the program's own, read whole under a negation say, stays as it is."""
+    reads: dict[int, bool] = {}  # id(node) -> whether it reads a demand source
+    stack: list[tuple[Node, bool]] = [(top, False)]
+    while stack:
+        node, done = stack.pop()
+        if id(node) in reads:
+            continue
+        if not done:
+            stack.append((node, True))
+            stack.extend((i, False) for i in node.inputs if id(i) not in reads)
+            continue
+        found = isinstance(node, SourceIndex) and node.source in demand_sources
+        reads[id(node)] = found or any(reads.get(id(i), False) for i in node.inputs)
+        if isinstance(node, Child) and reads[id(node)]:
+            node.demand_driven = True
 
 
 def _hold_none(source: str) -> bool:
@@ -111,6 +134,7 @@ class DemandedReaders:
             slices = [self._slice(piece) for piece in demanded.slices]
             whole = tuple(n for n, how in self.choices[name].items() if how == "whole")
             node = DemandGate(parent, cols, demanded.demand, push, slices, whole)
+            _mark_demand_driven(parent, self.sources)
             # Its rows are the view's, by key: what a recomputation from scratch checks.
             node.origin = Keyed(self._builder.exprs[view], None)
             return node

@@ -15,6 +15,7 @@ import random
 
 import pytest
 
+from pomoview.dataflow.operators.child import Child
 from pomoview.dataflow.operators.demand_gate import DemandGate
 from pomoview.engine.engine import Engine
 
@@ -143,3 +144,30 @@ def test_demanded_states_hold_the_demanded_closures_and_shrink_on_eviction() -> 
     assert gate.demanded == set() and demanded_rows(gate) == set()
     assert partial.lookup("reach", {"x": 20}) == {(20, 21)}
     assert demanded_rows(gate) == {(20, 21)}
+
+
+@pytest.mark.parametrize("whole", [None, 0], ids=["sources-whole", "sources-sliced"])
+def test_the_recursion_is_reported_demand_driven_and_empties_with_its_demand(whole: int | None) -> None:
+    """Stats of a demanded recursion: its Child is partial (demand-driven) and measured,
+    holds the looked-up keys' closures only, and nothing once every key is evicted."""
+    chain = [{"x": i, "y": i + 1} for i in range(30)]
+    engine = Engine(TC_LEFT, whole_source_rows=whole)
+    engine.write(insert={"edge": chain})
+    assert len(engine.lookup("reach", {"x": 25})) == 5
+    (child,) = [n for n in engine.graph.graph.nodes if isinstance(n, Child)]
+    held = child.state_summary()
+    assert held.partial and child.demand_driven and "demand-driven" in child.describe()
+    assert sum(len(total) for total in child.totals) == 5  # 25's closure, not the chain's 465 pairs
+    assert 5 <= held.rows and held.bytes > 0
+    engine.lookup("reach", {"x": 0})
+    assert child.state_summary().rows > held.rows
+    engine.graph.graph.evict(1 << 40)
+    assert sum(len(total) for total in child.totals) == 0
+    # Two steps of the recursion on (a key demanded and released), the traces'
+    # retractions are compacted against what they retract (Trace.advance_to): what is left
+    # are entries at iterations that do not cancel.
+    for _ in range(2):
+        engine.lookup("reach", {"x": 29})
+        engine.graph.graph.evict(1 << 40)
+    info = {i.operator: i for i in engine.graph.graph.node_infos()}["Child"]
+    assert info.partial and not info.unmeasured and info.rows < held.rows, info
