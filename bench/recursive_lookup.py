@@ -38,7 +38,8 @@ Eviction: the server has no evict RPC; the memory budget evicts. A second server
 server demanded (held: the budget is checked after Spark fetches and applied steps, not
 after lookups answered in memory), then one write (an edge that touches no demanded key)
 steps, after which the budget evicts every key: RSS before the lookups, with the keys held,
-and after the write (evict_peer).
+and after the write; then the same keys again, and a write again (RSS that grows again is
+held by the server, RSS that does not is kept by its allocator for reuse) (evict_peer).
 
 The full-state peer: a third server with `--full-state`, on a subset (`--full-scale`,
 default 0.002: the full closure of the graph at 0.01 is 4 million pairs, several GiB at
@@ -61,7 +62,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -71,14 +71,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from recursive_lookup_data import (  # noqa: E402
+    DATASETS,
     Adjacency,
     Clingo,
+    Dataset,
     clingo_available,
     layered_graph,
     org_tree,
     write_parquet,
     zipf_keys,
 )
+from recursive_lookup_table import mib, print_tables  # noqa: E402
 
 from pomoview.client import Client  # noqa: E402
 from tests.e2e.server_process import ServerProcess  # noqa: E402
@@ -101,33 +104,8 @@ EXACT_FULL_CLOSURE = 20_000  # edges up to which the full closure is summed, not
 STARTED = [time.monotonic()]
 
 
-@dataclass(frozen=True)
-class Dataset:
-    name: str
-    view: str
-    source: str
-    columns: tuple[str, str]  # (key, value): the source's and the view's attributes
-
-    def key(self, k: int) -> dict[str, int]:
-        return {self.columns[0]: k}
-
-    def row(self, k: int, v: int) -> dict[str, int]:
-        return {self.columns[0]: k, self.columns[1]: v}
-
-
-DATASETS = (
-    Dataset("graph", "reach", "edge", ("x", "y")),
-    Dataset("org", "manager_chain", "reports", ("employee", "manager")),
-)
-
-
 def say(text: str) -> None:
     print(f"[{time.monotonic() - STARTED[0]:6.1f} s] {text}", flush=True)
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def timed(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[float, Any]:
@@ -343,22 +321,35 @@ def evict_peer(
             check(lookup(db, ds, key), adj.closure(key), f"{ds.view}({key}) under the budget")
             if i == 0:
                 r["rss_first"] = rss(db)
-        r["rss_held"], r["held"] = rss(db), state_of(db, ds)
-        time.sleep(0.06)  # the budget reads RSS at most every 50 ms (memory_budget.py)
-        row = ds.row(-1, -2)  # no key has it in its closure
-        db.write_batch({ds.source: ([row], [])})
-        epoch = db.write_batch({ds.source: ([], [row])})
-        while int(db.stats()["applied_epoch"]) < epoch:  # type: ignore[call-overload]
-            time.sleep(0.01)  # (a lookup with min_epoch would demand its key)
-        r["rss_after"] = rss(db)
+        r["rss_held"], r["held"], r["rss_after"] = evict_all(db, ds)
         r["state"] = state_of(db, ds)
         stats: dict[str, Any] = db.stats()
         r["rounds"] = stats["memory"]["eviction_rounds"]
         r["present"] = sum(int(x["present_keys"]) for x in stats["readers"] if x["view"] == ds.view)
+        # The same keys again, then evicted again: RSS that grows again is held by the
+        # server; RSS that stays is memory its allocator kept for reuse.
+        for key in keys:
+            check(lookup(db, ds, key), adj.closure(key), f"{ds.view}({key}) under the budget, again")
+        r["rss_held2"], _, r["rss_after2"] = evict_all(db, ds)
         out[ds.name] = r
-        rss_change = f"{mib(r['rss_before'])} -> {mib(r['rss_held'])} -> {mib(r['rss_after'])} MiB"
+        rss_change = " -> ".join(
+            mib(r[k]) for k in ("rss_before", "rss_held", "rss_after", "rss_held2", "rss_after2")
+        )
         say(f"  evict {ds.view}: RSS {rss_change}; {r['state']['gate']}")
     return out
+
+
+def evict_all(db: Client, ds: Dataset) -> tuple[int, dict[str, Any], int]:
+    """RSS and the view's states with the keys held, then one write of an edge that touches
+    none of them (a step: the budget evicts every key after it), and RSS after it."""
+    held = rss(db), state_of(db, ds)
+    time.sleep(0.06)  # the budget reads RSS at most every 50 ms (memory_budget.py)
+    row = ds.row(-1, -2)  # no key has it in its closure
+    db.write_batch({ds.source: ([row], [])})
+    epoch = db.write_batch({ds.source: ([], [row])})
+    while int(db.stats()["applied_epoch"]) < epoch:  # type: ignore[call-overload]
+        time.sleep(0.01)  # (a lookup with min_epoch would demand its key)
+    return held[0], held[1], rss(db)
 
 
 def full_state_peer(server: Server, data: dict[str, np.ndarray], args: argparse.Namespace) -> dict[str, Any]:
@@ -460,156 +451,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     out["loadavg_after"] = os.getloadavg()
     print_tables(out, args)
     return out
-
-
-# -- the tables -------------------------------------------------------------------------------
-
-
-def table(title: str, header: str, rows: list[tuple[str, ...]]) -> None:
-    """Prints `rows` under the columns of `header` (names separated by "|")."""
-    print(f"\n{title}")
-    names = tuple(header.split("|"))
-    widths = [max(len(r[i]) for r in [names, *rows]) for i in range(len(names))]
-    for r in [names, *rows]:
-        print(" | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
-
-
-def ms(values: list[float]) -> str:
-    return f"{pct(values, 0.5) * 1e3:.2f} / {pct(values, 0.99) * 1e3:.2f}" if values else "-"
-
-
-def mib(value: int) -> str:
-    return f"{value / 2**20:,.0f}"
-
-
-def ratio(a: list[float], b: list[float]) -> str:
-    return f"{pct(a, 0.5) / pct(b, 0.5):,.1f}x" if a and b else "-"
-
-
-def dataset_rows(r: dict[str, Any]) -> list[tuple[str, ...]]:
-    cold, zipf, st, up = r["cold"], r["zipf"], r["state"], r["updates"]
-    jobs = f"median {statistics.median(cold['jobs']):g}, max {max(cold['jobs'])}"
-    others = sum(st["others"].values())
-    by_op = ", ".join(f"{op} {n:,}" for op, n in st["others"].items())
-    unmeasured = ", ".join(st["unmeasured"]) or "none"
-    full = f"{'' if r['full_exact'] else '~'}{r['full']:,}"
-    held, first = r["rss_held"] - r["rss_before"], r["rss_first"] - r["rss_before"]
-    return [
-        (
-            "first lookup of the view (sources hydrated whole) s",
-            f"{r['first_s']:.2f}",
-            f"Spark jobs {r['first_jobs']}",
-        ),
-        (
-            "cold lookup p50 / p99 ms",
-            ms(cold["s"]),
-            f"BFS {ms(cold['bfs'])} ({ratio(cold['s'], cold['bfs'])}); "
-            f"clingo {ms(cold['clingo'])} (pomoview / clingo {ratio(cold['s'], cold['clingo'])})",
-        ),
-        ("cold lookup: Spark jobs per lookup", jobs, ""),
-        (
-            "warm lookup p50 / p99 ms (the cold keys again)",
-            ms(cold["warm"]),
-            f"BFS {ms(cold['warm_bfs'])} ({ratio(cold['warm'], cold['warm_bfs'])})",
-        ),
-        (f"Zipf lookups: first of a key p50 / p99 ms ({len(zipf['cold'])})", ms(zipf["cold"]), ""),
-        (f"Zipf lookups: warm p50 / p99 ms ({len(zipf['warm'])})", ms(zipf["warm"]), ""),
-        (
-            f"state: Reader rows, {len(r['demanded'])} keys demanded",
-            f"{st['reader']:,}",
-            f"demanded closures {r['closures']:,} ({st['reader'] / max(1, r['closures']):.2f}x); "
-            f"full closure {full} ({st['reader'] / max(1, r['full']):.4f}x)",
-        ),
-        (
-            "state: the view's other states' rows",
-            f"{others:,}",
-            f"{by_op}; with the Reader {(st['reader'] + others) / max(1, r['closures']):.2f}x the demanded "
-            f"closures; unmeasured by Stats: {unmeasured}",
-        ),
-        (
-            "edge insert at a demanded key, until visible p50 / p99 ms",
-            ms(up["insert"]),
-            f"ack {ms(up['insert_ack'])}; that key's cold lookup / this: median "
-            f"{statistics.median(up['ratio'][0::2]):,.1f}x",
-        ),
-        (
-            "edge delete at a demanded key, until visible p50 / p99 ms",
-            ms(up["delete"]),
-            f"ack {ms(up['delete_ack'])}; that key's cold lookup / this: median "
-            f"{statistics.median(up['ratio'][1::2]):,.1f}x",
-        ),
-        ("server RSS MiB: before the view's first lookup", mib(r["rss_before"]), ""),
-        ("server RSS MiB: after it (sources hydrated whole)", mib(r["rss_first"]), f"+{mib(first)}"),
-        ("server RSS MiB: after every lookup and write", mib(r["rss_held"]), f"+{mib(held)}"),
-    ]
-
-
-def evict_rows(r: dict[str, Any]) -> list[tuple[str, ...]]:
-    """The eviction server's figures for one view (evict_peer)."""
-    first, held = r["rss_first"] - r["rss_before"], r["rss_held"] - r["rss_before"]
-    after = r["rss_after"] - r["rss_before"]
-    gate = "; ".join(r["state"]["gate"])
-    return [
-        ("--memory-budget 1K server: RSS MiB before the lookups", mib(r["rss_before"]), ""),
-        ("  after the first lookup (sources hydrated whole)", mib(r["rss_first"]), f"+{mib(first)}"),
-        (
-            f"  with {r['keys'] - 1} more keys demanded (answered in memory)",
-            mib(r["rss_held"]),
-            f"+{mib(held)}; Reader rows {r['held']['reader']:,}; {'; '.join(r['held']['gate'])}",
-        ),
-        (
-            "  after a write: the budget evicts every key",
-            mib(r["rss_after"]),
-            f"{after / 2**20:+,.0f} MiB ({100 * after / r['rss_before']:+.1f}% of before); "
-            f"{r['rounds']} eviction rounds; {r['present']} keys present; {gate}",
-        ),
-    ]
-
-
-def print_tables(out: dict[str, Any], args: argparse.Namespace) -> None:
-    before, after = ("/".join(f"{x:.2f}" for x in out[k]) for k in ("loadavg_before", "loadavg_after"))
-    print(
-        f"\nrecursive lookups, scale {args.scale}: load {out['load_s']:.0f} s; {os.cpu_count()} cores, "
-        f"load average before {before}, after {after}"
-        + (f"; serve {' '.join(args.server_arg)}" if args.server_arg else "")
-    )
-    for ds in DATASETS:
-        r = out[ds.name]
-        title = (
-            f"{ds.view}({ds.columns[0]}): {r['rows']:,} {ds.source} rows, {r['keys']:,} keys; "
-            f"{args.cold} cold keys alternated with the peers, {args.lookups} Zipf lookups"
-        )
-        rows = dataset_rows(r) + (evict_rows(out["evict"][ds.name]) if "evict" in out else [])
-        table(title, "figure|pomoview|peers / ratios", rows)
-    if "full_state" in out:
-        f = out["full_state"]
-        rows = []
-        for ds in DATASETS:
-            r = f[ds.name]
-            held = r["state"]["reader"] + sum(r["state"]["others"].values())
-            rows.append(
-                (
-                    ds.view,
-                    f"{r['first_s']:.2f} ({r['first_jobs']} jobs)",
-                    ms(r["s"]),
-                    f"{ms(r['bfs'])} ({ratio(r['s'], r['bfs'])})",
-                    f"{held:,}",
-                    f"{r['full']:,}",
-                    mib(r["rss_growth"]),
-                )
-            )
-        header = "view|first lookup s (whole fixpoint)|then p50 / p99 ms|BFS p50 / p99 ms|"
-        header += "state rows (measured)|full closure|RSS growth MiB"
-        table(f"peer: serve --full-state at scale {f['scale']} (load {f['load_s']:.0f} s)", header, rows)
-    held, dropped = out["reinstall"]
-    print(
-        f"\nthe partial server's RSS after both views' lookups {mib(held)} MiB; a second after installing "
-        f"the program again (every state dropped) {mib(dropped)} MiB"
-    )
-    for note in out["notes"]:
-        print(f"note: {note}")
-    checked = ["pomoview"] + ["clingo"] * args.clingo + ["--full-state"] * ("full_state" in out)
-    print(f"answers checked against BFS ({', '.join(checked)}): all equal")
 
 
 if __name__ == "__main__":

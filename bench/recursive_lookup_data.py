@@ -21,6 +21,7 @@ its level's depth, at most LEVELS - 1 managers.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +31,31 @@ import pyarrow.parquet as pq
 LAYERS = 40
 LEVELS = 20
 MAX_DEGREE = 1000
+
+
+@dataclass(frozen=True)
+class Dataset:
+    name: str
+    view: str
+    source: str
+    columns: tuple[str, str]  # (key, value): the source's and the view's attributes
+
+    def key(self, k: int) -> dict[str, int]:
+        return {self.columns[0]: k}
+
+    def row(self, k: int, v: int) -> dict[str, int]:
+        return {self.columns[0]: k, self.columns[1]: v}
+
+
+DATASETS = (
+    Dataset("graph", "reach", "edge", ("x", "y")),
+    Dataset("org", "manager_chain", "reports", ("employee", "manager")),
+)
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def zipf_keys(rng: np.random.Generator, population: np.ndarray, count: int, a: float = 1.1) -> list[int]:
