@@ -290,12 +290,18 @@ def run_dataset(server: Server, ds: Dataset, pairs: np.ndarray, args: argparse.N
     seen = {first, *cold_keys}
     zipf = zipf_keys(rng, population, args.lookups)
     out["zipf"] = zipf_phase(db, ds, zipf, adj, seen)
-    out["demanded"] = sorted(seen)
-    out["closures"] = sum(len(adj.closure(k)) for k in seen)
+    # In the order of their first lookups: the eviction server's sample is then the Zipf
+    # workload's, not the lowest ids (the first layers, whose closures are the largest).
+    out["demanded"] = list(dict.fromkeys([first, *cold_keys, *zipf]))
+    closures = {k: adj.closure(k) for k in seen}
+    out["closures"] = sum(len(c) for c in closures.values())
     out["full"], out["full_exact"] = full_closure(adj, population.tolist(), rng, len(pairs))
     out["state"] = state_of(db, ds)
     say(f"  {ds.view}: {args.lookups} Zipf lookups, {len(seen)} keys demanded; state {out['state']}")
-    out["updates"] = update_phase(db, ds, cold_keys[: args.updates], adj, out["cold"]["by_key"])
+    updated = cold_keys[: args.updates]
+    out["updates"] = update_phase(db, ds, updated, adj, out["cold"]["by_key"])
+    # An edge out of k changes the answer of every demanded key whose closure holds k.
+    out["updates"]["answers"] = [1 + sum(k in c for c in closures.values()) for k in updated]
     out["rss_held"] = rss(db)
     return out
 

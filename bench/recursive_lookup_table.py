@@ -75,7 +75,9 @@ def dataset_rows(r: dict[str, Any]) -> list[tuple[str, ...]]:
         (
             "edge insert at a demanded key, until visible p50 / p99 ms",
             ms(up["insert"]),
-            f"ack {ms(up['insert_ack'])}; that key's cold lookup / this: median "
+            f"ack {ms(up['insert_ack'])}; demanded answers changed: median "
+            f"{statistics.median(up['answers']):g}, max {max(up['answers'])}; "
+            "that key's cold lookup / this: median "
             f"{statistics.median(up['ratio'][0::2]):,.1f}x",
         ),
         (
