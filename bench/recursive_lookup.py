@@ -31,7 +31,8 @@ Per dataset, on that server:
   the write's ack apart, against that key's cold lookup (what recomputing it costs).
 - RSS of the server process (Stats): before the view's first lookup, after it, and after
   every lookup and write. At the end, RSS a second after installing the same program again
-  (which drops every state with the dataflow).
+  (which drops every state with the dataflow). Both views share the server (one JVM boot):
+  the org view's RSS figures start where the graph's ended, so read them as growth.
 
 Eviction: the server has no evict RPC; the memory budget evicts. A second server, under
 `--memory-budget 1K`, looks up the first key and `--evict-keys` of the keys the partial
@@ -49,7 +50,8 @@ alternated with the partial server (another process, on other data unless the sc
 match). The servers run one after the other, each stopped after its turn.
 
 Every answer (pomoview's, clingo's and the full-state server's) is checked against BFS;
-a mismatch raises at once. `--scale 0.01` takes about two minutes.
+a mismatch raises at once. `--scale 0.01` takes about three minutes, 0.1 about six
+(on two shared cores).
 """
 
 from __future__ import annotations
