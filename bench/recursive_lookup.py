@@ -37,7 +37,9 @@ Per dataset, on that server:
 Eviction: the server has no evict RPC; the memory budget evicts. A second server, under
 `--memory-budget 1K`, looks up the first key and `--evict-keys` of the keys the partial
 server demanded (held: the budget is checked after Spark fetches and applied steps, not
-after lookups answered in memory), then one write (an edge that touches no demanded key)
+after lookups answered in memory, so this server reads the sources whole,
+`--whole-source-rows` past their size, or each cold lookup's slice fetches would let the
+budget evict the keys before they are measured), then one write (an edge that touches no demanded key)
 steps, after which the budget evicts every key: RSS before the lookups, with the keys held,
 and after the write; then the same keys again, and a write again (RSS that grows again is
 held by the server, RSS that does not is kept by its allocator for reuse) (evict_peer).
@@ -450,7 +452,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         out["load_s"] = partial.load_s
         if not args.no_evict:
             demanded = {ds.name: out[ds.name]["demanded"] for ds in DATASETS}
-            evict = Server(tmp, "evict", data, ["--memory-budget", "1K", *args.server_arg])
+            whole = ["--whole-source-rows", str(10**12)]  # see the module docstring
+            evict = Server(tmp, "evict", data, ["--memory-budget", "1K", *whole, *args.server_arg])
             out["evict"] = turn(evict, lambda: evict_peer(evict, data, demanded, args))
         if not args.no_full:
             full_data = make_data(min(args.scale, args.full_scale), args.seed)

@@ -60,6 +60,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import ByteType, LongType
@@ -69,7 +70,7 @@ from pomoview.server.spark.deadline import SparkTimeouts
 from pomoview.server.store.clustering import Clustering
 from pomoview.server.store.compaction import Compactor
 from pomoview.server.store.fetch import StoreReads
-from pomoview.server.store.fs import StoreFS, StoreLocationError, open_store_fs
+from pomoview.server.store.fs import LocalFS, StoreFS, StoreLocationError, open_store_fs
 from pomoview.server.store.layout import (
     DEFAULT_BUCKETS,
     DEFAULT_ROWS_PER_BUCKET,
@@ -78,6 +79,7 @@ from pomoview.server.store.layout import (
     Snapshot,
     SourceState,
     new_part_name,
+    part_folder,
 )
 from pomoview.server.store.manifest import Manifest
 from pomoview.server.store.part_writer import NewPart, PartWriter
@@ -150,6 +152,7 @@ class SourceStore:
             self._fs = open_store_fs(location, spark) if isinstance(location, str) else location
         except ValueError as err:
             raise StoreLocationError(str(err)) from None
+        self._footer_rows: dict[str, int] = {}  # part name -> rows, for `rows_at_most`
         self._spark = spark
         self._buckets = buckets
         self._writing = threading.Lock()  # one manifest writer at a time
@@ -176,12 +179,30 @@ class SourceStore:
 
     def rows_at_most(self, source: str) -> int | None:
         """At most how many rows `source` holds in the store (its parts' operations, deletes
-        included), or None when a part's count is not known (a bulk load's) or the source is
-        not registered. The log's unflushed batches are not counted."""
+        included), or None when it is not registered or a part's count is not known: a bulk
+        load's part is counted from its Parquet footers, on a local store only. The log's
+        unflushed batches are not counted."""
         state = self._snapshots.current().sources.get(source)
-        if state is None or any(part.rows is None for part in state.parts):
+        if state is None:
             return None
-        return sum(part.rows or 0 for part in state.parts)
+        total = 0
+        for part in state.parts:
+            rows = part.rows if part.rows is not None else self._counted(source, part)
+            if rows is None:
+                return None
+            total += rows
+        return total
+
+    def _counted(self, source: str, part: Part) -> int | None:
+        """A part's rows from its files' footers (parts never change: counted once)."""
+        if part.name not in self._footer_rows:
+            if not isinstance(self._fs, LocalFS):
+                return None
+            folder = part_folder(self._fs, source, part.name)
+            self._footer_rows[part.name] = sum(
+                pq.read_metadata(self._fs.join(folder, name)).num_rows for _, name in part.files
+            )
+        return self._footer_rows[part.name]
 
     def schemas(self) -> dict[str, SourceSchema]:
         """Every registered source's schema, including sources no program declares any more."""

@@ -605,3 +605,18 @@ def test_hadoop_manifests_are_new_files_and_an_incomplete_one_is_skipped(
     # A URI scheme Hadoop has no file system for is refused when the store opens.
     with pytest.raises(StoreLocationError, match='No FileSystem for scheme "nosuchfs"'):
         SourceStore("nosuchfs://bucket/store", lambda: spark)
+
+
+def test_rows_at_most_counts_flushed_and_loaded_parts(tmp_path: Path, spark: SparkSession) -> None:
+    """What `serve --whole-source-rows` decides by: a flush's part counts its operations, a
+    bulk load's is counted from its Parquet footers (once), a source not registered has no
+    count."""
+    from pyspark.sql import functions as F
+
+    store = SourceStore(str(tmp_path / "store"), lambda: spark)
+    store.ensure_source("s", (("k", "int"), ("v", "int")))
+    assert store.rows_at_most("s") == 0 and store.rows_at_most("other") is None
+    store.flush([LoggedBatch(1, {"s": SourceChange(((1, 1), (2, 2)), ((3, 3),))})])
+    assert store.rows_at_most("s") == 3  # two inserts and a delete: at most
+    store.load("s", spark.range(500).select((F.col("id") % 7).alias("k"), F.col("id").alias("v")), 2)
+    assert store.rows_at_most("s") == 503
