@@ -156,7 +156,6 @@ def serve(
     Spark settings for the session (`spark/conf.py`: flags, env and `DATA/spark.conf`).
     `hit_replica`: a second process listens on the port, answers hits from a copy of the
     readers and passes every other call here, over a local socket (hit_replica.py).
-    `whole_source_rows`: see the Scheduler's.
     """
     _configure_logging()
     sys.setswitchinterval(SWITCH_INTERVAL)
@@ -164,12 +163,11 @@ def serve(
     limits = limits or Limits()
     location = _checked_store(security, host, store, data_dir)
     _log_configuration(
-        origins or {}, security, limits, data=data_dir.absolute(), location=location,
-        spark_master=spark_master, host=host, port=port, metrics_port=metrics_port,
+        origins or {}, security, limits, data=data_dir.absolute(), location=location, host=host, port=port,
+        spark_master=spark_master, metrics_port=metrics_port, memory_budget=memory_budget,
         flush_interval=flush_interval, max_apply_lag=max_apply_lag, program=program, full_state=full_state,
-        memory_budget=memory_budget, subscription_buffer=subscription_buffer,
+        subscription_buffer=subscription_buffer, whole_source_rows=whole_source_rows,
         spark_timeout=spark_timeout, spark_write_timeout=spark_write_timeout, hit_replica=hit_replica,
-        whole_source_rows=whole_source_rows,
     )
     metrics = _serve_metrics(host, metrics_port)
     front = _bind_front(host, port, security, limits) if hit_replica else None

@@ -157,8 +157,7 @@ class Scheduler:
         self._stopping = threading.Event()
         self.threads: list[threading.Thread] = []  # joined by `stop`
         # `full_state`: every state full, the comparison run of bench/partial_memory.py.
-        self.view_state = view = self._recover(subscriptions, memory=memory, full_state=full_state)
-        view.hold_whole = WholeSources(self.store.rows_at_most, whole_source_rows)
+        self.view_state = view = self._recover(subscriptions, memory, full_state, whole_source_rows)
         self.time_path = TimePath(view, self.store, self.data_dir)
         self.time_path.recover()
         log.info(
@@ -210,7 +209,7 @@ class Scheduler:
         return self.data_dir / "program.pomo"
 
     def _recover(
-        self, subscriptions: Subscriptions, *, memory: MemoryBudget | None, full_state: bool
+        self, subscriptions: Subscriptions, memory: MemoryBudget | None, full_state: bool, whole_rows: int
     ) -> ViewState:
         """The view state at restart: the saved program, and the logged batches after the
         store's version, all counted as applied."""
@@ -229,6 +228,7 @@ class Scheduler:
             subscriptions,
             memory=memory,
             full_state=full_state,
+            hold_whole=WholeSources(self.store.rows_at_most, whole_rows),
         )
 
     def start(self) -> None:

@@ -143,6 +143,7 @@ class ViewState:
         *,
         memory: MemoryBudget | None = None,
         full_state: bool = False,
+        hold_whole: Callable[[str], bool] | None = None,
     ) -> None:
         # The mutex under the Condition, kept to check that callers hold it, and to count
         # how often a thread takes it (`count_locks`).
@@ -153,8 +154,9 @@ class ViewState:
         self.memory = memory
         # Every state full (no partial state): the comparison run of bench/partial_memory.py.
         self.full_state = full_state
-        # Whether a recursive view's demanded rules read a source whole (ProgramGraph's).
-        self.hold_whole: Callable[[str], bool] | None = None
+        # Whether a recursive view's demanded rules read a source whole (ProgramGraph's;
+        # None: every source whole).
+        self.hold_whole = hold_whole
         self.program = program
         # The program's one dataflow graph; a new one at every install (built lazily).
         self.graph: ProgramGraph | None = None
@@ -191,11 +193,6 @@ class ViewState:
             raise FailedPrecondition("no program is installed; call Install first")
         return program
 
-    def _holds_whole(self, source: str) -> bool:
-        # Asked when a reader is planned: the scheduler sets `hold_whole` after the graph of
-        # the recovered program is made.
-        return self.hold_whole is None or self.hold_whole(source)
-
     def reset_graph(self) -> None:
         """A new, empty graph for the program (caller holds the lock)."""
         assert self._mutex.locked()
@@ -203,7 +200,7 @@ class ViewState:
         self.graph = (
             None
             if program is None
-            else ProgramGraph(program, partial=not self.full_state, hold_whole=self._holds_whole)
+            else ProgramGraph(program, partial=not self.full_state, hold_whole=self.hold_whole)
         )
         self.subscriptions.reset("the dataflow was rebuilt (a program install, a bulk load or a failure)")
         # Even to even, after the new graph is in place: a lookup without the lock that
