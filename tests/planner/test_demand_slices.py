@@ -173,3 +173,21 @@ def test_keys_a_rule_needs_before_any_demand_are_fetched() -> None:
         assert engine.lookup("reach", {"x": key}) == full.lookup("reach", {"x": key}), key
     assert (3, 8) in full.lookup("reach", {"x": 3})
     engine.graph.graph.check_invariants()
+
+
+def test_an_ordered_view_refilled_by_the_write_that_leaves_keys_unmet() -> None:
+    """A TopK below the gate refills a key inside the write's step (no fetch allowed there)
+    while the same write makes the closure reach nodes never fetched: the gate's fill misses
+    there, so the TopK evicts the key (pull_in_step), as the write's eviction would after
+    the step; the next lookup is exact."""
+    program = TC_LEFT + "view reach(x) order by y desc limit 2.\n"
+    engine, full = Engine(program, whole_source_rows=0), Engine(program, partial=False)
+    chain = [{"x": i, "y": i + 1} for i in range(5)] + [{"x": -7, "y": -8}]
+    for e in (engine, full):
+        e.write(insert={"edge": chain})
+    assert engine.lookup("reach", {"x": 0}) == full.lookup("reach", {"x": 0}) == {(0, 5), (0, 4)}
+    # 5 leaves the window (a refill from below), and -7, never fetched, is reached.
+    for e in (engine, full):
+        e.write(delete={"edge": [{"x": 4, "y": 5}]}, insert={"edge": [{"x": 1, "y": -7}]})
+    engine.graph.graph.check_invariants()
+    assert engine.lookup("reach", {"x": 0}) == full.lookup("reach", {"x": 0}) == {(0, 4), (0, 3)}
