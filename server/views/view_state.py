@@ -100,8 +100,8 @@ DEFAULT_WHOLE_SOURCE_ROWS = 250_000
 class WholeSources:
     """Which sources a recursive view's demanded rules read whole rather than through slices
     fetched by demand (planner/demand/readers.py): those the store counts at most `limit`
-    rows of. A source it cannot count (a bulk load's parts on a remote store) is sliced, which is right for a
-    large one and costs a small one a few keyed fetches."""
+    rows of. A source it cannot count (a bulk load's parts on a remote store) is sliced,
+    which is right for a large one and costs a small one a few keyed fetches."""
 
     def __init__(self, rows_at_most: Callable[[str], int | None], limit: int) -> None:
         self._rows_at_most = rows_at_most
