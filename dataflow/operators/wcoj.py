@@ -29,8 +29,11 @@ Contract:
   before (atoms after i) or after (atoms before i) the changes, then applies them.
 - Deltas: `eval` takes every port's delta of a step at once; `on_delta(port, delta)` is a
   step in which the node read at `port` emitted `delta` (on every port it feeds).
-- Full mode only: no partial state, no missing keys, no eviction. An upquery computes the
-  whole join from the indexes (path 0 with every row of atom 0) and selects the keys.
+- Full mode only: no partial state, no missing keys, no eviction. An upquery by some
+  output columns starts from the keys as bindings of their variables and extends them the
+  same way over every atom (a lookup path per set of columns, whose indexes are made, from
+  the rows held, at its first use); one by no column, the whole join, is path 0 over every
+  row of atom 0.
 - Not yet: negation as a constraining binding, a variable repeated within one atom (the
   planner renames it and adds an equality constraint instead).
 """
@@ -42,7 +45,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pomoview.dataflow.node import EvictCols, FetchRequest, Node, StateSummary, Value, active, select_keys
+from pomoview.dataflow.node import EvictCols, FetchRequest, Node, StateSummary, Value, active
 from pomoview.dataflow.state.collection_index import (
     Changes,
     CollectionIndex,
@@ -188,7 +191,8 @@ class WcojJoin(Node):
                 seen[id(node)] = len(self.relations)
                 self.relations.append(RelationIndexes(len(node.schema)))
             self.relation_of.append(seen[id(node)])
-        self.paths = [self._plan(i) for i in range(len(atoms))]
+        self.paths = [self._plan(self.atom_vars[i], i) for i in range(len(atoms))]
+        self.lookups: dict[tuple[str, ...], _Path] = {}  # by the variables a lookup binds
 
     # -- planning ------------------------------------------------------------------------
 
@@ -199,8 +203,8 @@ class WcojJoin(Node):
     def _unbound(self, j: int, bound: Collection[str]) -> list[str]:
         return [v for v in self.atom_vars[j] if v not in bound]
 
-    def _order(self, i: int) -> tuple[str, ...]:
-        order = list(self.atom_vars[i])
+    def _order(self, start: tuple[str, ...], i: int) -> tuple[str, ...]:
+        order = list(start)
         bound = set(order)
         while len(order) < len(self.schema):
             # The variable the most atoms already constrain (by a bound variable or a
@@ -251,11 +255,12 @@ class WcojJoin(Node):
                 out.append(_Test(_OPS[c.op], part(c.left), part(c.right)))
         return out
 
-    def _plan(self, i: int) -> _Path:
-        order = self._order(i)
-        start = self.atom_vars[i]
+    def _plan(self, start: tuple[str, ...], i: int) -> _Path:
+        """The path that starts from bindings of `start` and extends them over every atom
+        but `i` (the delta's atom; -1 for a lookup, which starts from the keys)."""
+        order = self._order(start, i)
         bound = {v: k for k, v in enumerate(start)}
-        terms = self.atoms[i]
+        terms = self.atoms[i] if i >= 0 else ()
         checks = [
             self._access(j, bound, None)
             for j in range(len(self.atoms))
@@ -275,7 +280,7 @@ class WcojJoin(Node):
         return _Path(
             atom=i,
             order=order,
-            start_cols=tuple(terms.index(v) for v in start),
+            start_cols=tuple(terms.index(v) for v in start) if i >= 0 else (),
             start_consts=tuple((c, t.value) for c, t in enumerate(terms) if isinstance(t, Const)),
             checks=checks,
             tests=tests,
@@ -312,25 +317,29 @@ class WcojJoin(Node):
                 changed = changes.get(self.relation_of[access.atom]) if access.atom < i else None
                 return IndexView(access.index, changed[access.index] if changed else None)
 
-            self._run(path, delta.items(), view, out)
+            self._run(path, self._start(path, delta.items()), view, out)
         for r, changed in changes.items():
             self.relations[r].apply(changed)
         return out
 
+    @staticmethod
+    def _start(path: _Path, rows: Iterable[tuple[Row, int]]) -> Iterable[tuple[Binding, int]]:
+        """The bindings of atom `path.atom`'s rows."""
+        for row, weight in rows:
+            if not any(row[c] != value for c, value in path.start_consts):
+                yield tuple(row[c] for c in path.start_cols), weight
+
     def _run(
         self,
         path: _Path,
-        rows: Iterable[tuple[Row, int]],
+        start: Iterable[tuple[Binding, int]],
         view: Callable[[_Access], IndexView],
         out: ZSet[Row],
     ) -> None:
-        """Adds to `out` the join of `rows` (atom `path.atom`'s) with the other atoms' views."""
+        """Adds to `out` the join of the `start` bindings with the other atoms' views."""
         checks = [(a, view(a)) for a in path.checks]
         bindings: list[tuple[Binding, int]] = []
-        for row, weight in rows:
-            if any(row[c] != value for c, value in path.start_consts):
-                continue
-            b = tuple(row[c] for c in path.start_cols)
+        for b, weight in start:
             if path.tests and not _passes(path.tests, b):
                 continue
             for access, checked in checks:
@@ -358,11 +367,27 @@ class WcojJoin(Node):
         return []
 
     def upquery(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
+        """The join for the keys, extended from the keys themselves (a lookup path per set of
+        columns, its indexes made at its first use); without columns, the whole join, from
+        every row of atom 0."""
         out: ZSet[Row] = ZSet()
-        first = self.paths[0]
-        rows = self.relations[self.relation_of[0]].covering().rows()
-        self._run(first, rows, lambda access: IndexView(access.index), out)
-        return select_keys(out, cols, keys)
+        if not cols:
+            rows = self.relations[self.relation_of[0]].covering().rows()
+            self._run(self.paths[0], self._start(self.paths[0], rows), _as_they_are, out)
+            return out
+        names = tuple(dict.fromkeys(self.schema[c] for c in cols))
+        path = self.lookups.get(names)
+        if path is None:
+            path = self.lookups[names] = self._plan(names, -1)
+        first = {name: cols.index(self.schema.index(name)) for name in names}
+        # A key repeating a column with two values selects nothing.
+        start = (
+            (tuple(key[first[n]] for n in names), 1)
+            for key in dict.fromkeys(keys)
+            if all(key[k] == key[first[self.schema[c]]] for k, c in enumerate(cols))
+        )
+        self._run(path, start, _as_they_are, out)
+        return out
 
     def on_evict(self, port: int, cols: EvictCols, keys: Collection[Key]) -> None:
         raise AssertionError(f"eviction reached the full state {self.describe()}")
@@ -391,6 +416,10 @@ class WcojJoin(Node):
             for p in self.paths
         )
         return f"WcojJoin({body}{where}; orders {orders}; full)"
+
+
+def _as_they_are(access: _Access) -> IndexView:
+    return IndexView(access.index)
 
 
 def _extend(

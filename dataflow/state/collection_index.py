@@ -25,12 +25,13 @@ signs of the weights (a sum of the weights could cancel over rows that exist); t
 multiplies the row's weight once, at the covering index where the row is fully bound.
 
 `RelationIndexes` holds the indexes of one relation, made on demand (only the access
-paths some join needs, the 3DF seed's "skipped where not needed") and shared by every
-atom that reads the relation. A step changes them in two phases so that readers can see
-the relation both before and after the step's delta (the older/newer views of delta
-queries): `changes(delta)` computes every index's change without touching it, an
-`IndexView` answers over an index with or without those changes, and `apply` adds them
-once every reader is done. Full state only: every prefix is present.
+paths some join needs, the 3DF seed's "skipped where not needed"; one made after rows
+arrived is loaded from a covering index) and shared by every atom that reads the
+relation. A step changes them in two phases so that readers can see the relation both
+before and after the step's delta (the older/newer views of delta queries):
+`changes(delta)` computes every index's change without touching it, an `IndexView`
+answers over an index with or without those changes, and `apply` adds them once every
+reader is done. Full state only: every prefix is present.
 """
 
 from __future__ import annotations
@@ -169,12 +170,19 @@ class RelationIndexes:
         self.indexes: dict[tuple[tuple[int, ...], int], CollectionIndex] = {}
 
     def index(self, key_cols: tuple[int, ...], value_col: int) -> CollectionIndex:
-        """The index for (`key_cols`, `value_col`), made empty on first use: make every index
-        before the relation's first delta (a join asks for its access paths when built)."""
+        """The index for (`key_cols`, `value_col`), made at its first use from the rows of a
+        covering index (which every relation holding rows has: its first delta made one)."""
         found = self.indexes.get((key_cols, value_col))
         if found is None:
-            assert not any(i.size for i in self.indexes.values()), "an index made after the first delta"
-            found = self.indexes[(key_cols, value_col)] = CollectionIndex(self.arity, key_cols, value_col)
+            rows = self.covering().rows() if any(i.size for i in self.indexes.values()) else iter(())
+            found = CollectionIndex(self.arity, key_cols, value_col)
+            changes: Changes = {}
+            for row, weight in rows:
+                values = changes.setdefault(tuple(row[c] for c in key_cols), {})
+                # Distinct rows: a non-covering entry counts each once.
+                values[row[value_col]] = values.get(row[value_col], 0) + (weight if found.covering else 1)
+            found.apply(changes)
+            self.indexes[(key_cols, value_col)] = found
         return found
 
     def covering(self) -> CollectionIndex:
@@ -182,6 +190,8 @@ class RelationIndexes:
         for index in self.indexes.values():
             if index.covering:
                 return index
+        # The first delta makes one (`changes`): rows are never held without one.
+        assert not any(i.size for i in self.indexes.values()), "rows held without a covering index"
         return self.index(tuple(range(self.arity - 1)), self.arity - 1)
 
     def changes(self, delta: ZSet[Row]) -> dict[CollectionIndex, Changes]:

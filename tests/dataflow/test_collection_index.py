@@ -48,3 +48,7 @@ def test_views_before_and_after_a_delta(deltas: list[dict]) -> None:
             assert index.entries == expected(total, index.key_cols, index.value_col)
             assert index.size == sum(len(v) for v in index.entries.values())
     assert ZSet(dict(relation.covering().rows())) == total
+    # An index made once rows are held is loaded from them.
+    for key_cols, value_col in (((2,), 0), ((1, 2), 0), ((), 1)):
+        late = relation.index(key_cols, value_col)
+        assert late.entries == expected(total, key_cols, value_col)
