@@ -49,8 +49,9 @@ from pomoview.dataflow.node import EvictCols, FetchRequest, Node, StateSummary, 
 from pomoview.dataflow.state.collection_index import (
     Changes,
     CollectionIndex,
-    IndexView,
+    Extensions,
     RelationIndexes,
+    view,
 )
 from pomoview.dataflow.state.keyed_state import Key, Row
 from pomoview.dataflow.time import Time
@@ -313,11 +314,11 @@ class WcojJoin(Node):
 
             # Atoms before this one see their relation with the step's delta, atoms after
             # without: each combination of simultaneous changes is counted by one path.
-            def view(access: _Access, i: int = path.atom) -> IndexView:
+            def seen(access: _Access, i: int = path.atom) -> Extensions:
                 changed = changes.get(self.relation_of[access.atom]) if access.atom < i else None
-                return IndexView(access.index, changed[access.index] if changed else None)
+                return view(access.index, changed[access.index] if changed else None)
 
-            self._run(path, self._start(path, delta.items()), view, out)
+            self._run(path, self._start(path, delta.items()), seen, out)
         for r, changed in changes.items():
             self.relations[r].apply(changed)
         return out
@@ -333,11 +334,11 @@ class WcojJoin(Node):
         self,
         path: _Path,
         start: Iterable[tuple[Binding, int]],
-        view: Callable[[_Access], IndexView],
+        seen: Callable[[_Access], Extensions],
         out: ZSet[Row],
     ) -> None:
         """Adds to `out` the join of the `start` bindings with the other atoms' views."""
-        checks = [(a, view(a)) for a in path.checks]
+        checks = [(a, seen(a)) for a in path.checks]
         bindings: list[tuple[Binding, int]] = []
         for b, weight in start:
             if path.tests and not _passes(path.tests, b):
@@ -352,7 +353,7 @@ class WcojJoin(Node):
         for step in path.steps:
             if not bindings:
                 return
-            bindings = _extend([(a, view(a)) for a in step.extenders], step.tests, bindings)
+            bindings = _extend([(a, seen(a)) for a in step.extenders], step.tests, bindings)
         for b, weight in bindings:
             out.add(path.output(b), weight)
 
@@ -418,12 +419,12 @@ class WcojJoin(Node):
         return f"WcojJoin({body}{where}; orders {orders}; full)"
 
 
-def _as_they_are(access: _Access) -> IndexView:
-    return IndexView(access.index)
+def _as_they_are(access: _Access) -> Extensions:
+    return access.index
 
 
 def _extend(
-    extenders: list[tuple[_Access, IndexView]], tests: list[_Test], bindings: list[tuple[Binding, int]]
+    extenders: list[tuple[_Access, Extensions]], tests: list[_Test], bindings: list[tuple[Binding, int]]
 ) -> list[tuple[Binding, int]]:
     """Each binding extended by one variable: proposed by the extender with the fewest
     extensions for it, validated by the others, then tested by `tests`."""

@@ -39,7 +39,7 @@ from __future__ import annotations
 import itertools
 import sys
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from pomoview.dataflow.state.keyed_state import Key, Row
 from pomoview.dataflow.zset import ZSet
@@ -48,6 +48,19 @@ from pomoview.dataflow.zset import ZSet
 Changes = dict[Key, dict[Any, int]]
 
 _SAMPLE = 64  # prefixes sized to estimate an index's bytes
+
+
+class Extensions(Protocol):
+    """What a prefix extender asks: a CollectionIndex, or an IndexView of one."""
+
+    @property
+    def covering(self) -> bool: ...
+
+    def count(self, prefix: Key) -> int: ...
+
+    def propose(self, prefix: Key) -> Mapping[Any, int]: ...
+
+    def validate(self, prefix: Key, value: Any) -> int: ...
 
 
 class CollectionIndex:
@@ -115,9 +128,13 @@ class CollectionIndex:
         return f"{self.key_cols}->{self.value_col}"
 
 
+def view(index: CollectionIndex, changes: Changes | None) -> Extensions:
+    """`index` with the step's `changes` (the index itself when there are none)."""
+    return IndexView(index, changes) if changes else index
+
+
 class IndexView:
-    """An index as a join sees it in one step: as it was (`changes` None), or with the
-    step's `changes` applied, without applying them."""
+    """An index as a join sees it in one step: with the step's `changes`, not applied."""
 
     __slots__ = ("index", "changes", "covering")
 
