@@ -54,11 +54,15 @@ class Engine:
         filename: str = "<program>",
         aggregates: Mapping[str, AggregateFunction] | None = None,
         partial: bool = True,
+        binary_joins: bool = False,
     ) -> None:
-        """`partial=False` keeps every state full: the fully materialized reference run."""
+        """`partial=False` keeps every state full: the fully materialized reference run.
+        `binary_joins` plans cyclic rule bodies as binary joins too, not as a WcojJoin
+        (planner/ir/cyclic.py): the two plans' comparison, as `serve --binary-joins`."""
         self.program: CompiledProgram = compile_program(text, filename, aggregates)
         self.partial = partial
-        self.graph = ProgramGraph(self.program, partial=partial)
+        self.binary_joins = binary_joins
+        self.graph = self._new_graph()
         self.epoch = 0
         self.store: dict[str, set[Row]] = {name: set() for name in self.program.checked.sources}
         for hidden in self.program.hidden_sources:
@@ -72,12 +76,15 @@ class Engine:
         self._next: dict[str, set[Row]] = {}
         self._build_inductive()
 
+    def _new_graph(self) -> ProgramGraph:
+        return ProgramGraph(self.program, partial=self.partial, binary_joins=self.binary_joins)
+
     def _build_inductive(self) -> None:
         """Builds the missing `p@ind` readers from the current store (at install, or again
         after a failed epoch) and records what they hold now."""
         for relation, ind in self.program.inductive.items():
             if relation not in self._inductive:
-                circuit = self.program.build_reader(ind, (), self._fetch)
+                circuit = self.program.build_reader(ind, (), self._fetch, binary_joins=self.binary_joins)
                 self._inductive[relation] = circuit
                 self._next[relation] = set(circuit.lookup([()])[0])
 
@@ -174,7 +181,7 @@ class Engine:
                 circuit.step(changes)
             self.graph.step(changes)
         except Exception:
-            self.graph = ProgramGraph(self.program, partial=self.partial)
+            self.graph = self._new_graph()
             self._inductive.clear()
             raise
         for name, circuit in self._inductive.items():

@@ -168,11 +168,16 @@ class WcojJoin(Node):
         atoms: tuple[tuple[Term, ...], ...],
         variables: tuple[str, ...],
         constraints: tuple[Compare, ...] = (),
+        labels: tuple[str, ...] | None = None,
     ) -> None:
+        """`labels` name the atoms' relations in `describe` (default: an input's source, else
+        its port)."""
         assert len(inputs) == len(atoms) >= 2, "one atom per input, two at least"
+        assert labels is None or len(labels) == len(atoms)
         super().__init__(variables, inputs)
         self.atoms = atoms
         self.constraints = constraints
+        self.labels = labels
         self.atom_vars: list[tuple[str, ...]] = []
         for node, terms in zip(inputs, atoms, strict=True):
             assert len(terms) == len(node.schema), f"atom {terms} over {node.schema}"
@@ -402,7 +407,7 @@ class WcojJoin(Node):
 
     def describe(self) -> str:
         def atom(i: int) -> str:
-            name = getattr(self.inputs[i], "source", None) or f"#{i}"
+            name = self.labels[i] if self.labels else getattr(self.inputs[i], "source", None) or f"#{i}"
             terms = ", ".join(repr(t.value) if isinstance(t, Const) else t for t in self.atoms[i])
             return f"{name}({terms})"
 
