@@ -134,6 +134,7 @@ def serve(
     store: str | None = None,
     origins: Mapping[str, str] | None = None,
     full_state: bool = False,
+    binary_joins: bool = False,
     memory_budget: int | None = None,
     spark_timeout: float | None = DEFAULT_READ_TIMEOUT,
     spark_write_timeout: float | None = DEFAULT_WRITE_TIMEOUT,
@@ -164,7 +165,7 @@ def serve(
         origins or {}, security, limits, data=data_dir.absolute(), location=location,
         spark_master=spark_master, host=host, port=port, metrics_port=metrics_port,
         flush_interval=flush_interval, max_apply_lag=max_apply_lag, program=program, full_state=full_state,
-        memory_budget=memory_budget, subscription_buffer=subscription_buffer,
+        binary_joins=binary_joins, memory_budget=memory_budget, subscription_buffer=subscription_buffer,
         spark_timeout=spark_timeout, spark_write_timeout=spark_write_timeout, hit_replica=hit_replica,
     )
     metrics = _serve_metrics(host, metrics_port)
@@ -175,8 +176,8 @@ def serve(
         # A store on Hadoop's file system opens through the JVM: this waits for it to boot.
         scheduler = Scheduler(
             data_dir, spark, flush_interval=flush_interval, max_apply_lag=max_apply_lag,
-            store_dir=location, full_state=full_state, memory_budget=memory_budget, metrics=metrics,
-            subscription_buffer=subscription_buffer, limits=limits,
+            store_dir=location, full_state=full_state, binary_joins=binary_joins, memory_budget=memory_budget,
+            metrics=metrics, subscription_buffer=subscription_buffer, limits=limits,
             spark_timeouts=SparkTimeouts(spark_timeout, spark_write_timeout),
         )
     except StoreLocationError as err:
@@ -282,6 +283,7 @@ def _log_configuration(
     max_apply_lag: float,
     program: Path | None,
     full_state: bool,
+    binary_joins: bool,
     memory_budget: int | None,
     subscription_buffer: int,
     spark_timeout: float | None,
@@ -309,6 +311,7 @@ def _log_configuration(
                 setting("max_apply_lag", f"{max_apply_lag}s"),
                 setting("program", program if program is not None else "none"),
                 setting("full_state", full_state),
+                setting("binary_joins", binary_joins),
                 setting("hit_replica", hit_replica),
                 setting(
                     "memory_budget",

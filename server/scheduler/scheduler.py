@@ -123,6 +123,7 @@ class Scheduler:
         flush_interval: float = 5.0,
         store_dir: Path | str | None = None,
         full_state: bool = False,
+        binary_joins: bool = False,
         memory_budget: int | None = None,
         metrics: Metrics | None = None,
         subscription_buffer: int = DEFAULT_BUFFER_ROWS,
@@ -155,9 +156,8 @@ class Scheduler:
         self.counters = Counters()
         self._stopping = threading.Event()
         self.threads: list[threading.Thread] = []  # joined by `stop`
-        # `full_state`: every state full (no partial state), the comparison run of
-        # bench/partial_memory.py.
-        self.view_state = view = self._recover(subscriptions, memory=memory, full_state=full_state)
+        # Comparison runs: `full_state` (no partial state), `binary_joins` (no WcojJoin).
+        self.view_state = view = self._recover(subscriptions, memory, full_state, binary_joins)
         self.time_path = TimePath(view, self.store, self.data_dir)
         self.time_path.recover()
         log.info(
@@ -209,7 +209,7 @@ class Scheduler:
         return self.data_dir / "program.pomo"
 
     def _recover(
-        self, subscriptions: Subscriptions, *, memory: MemoryBudget | None, full_state: bool
+        self, subscriptions: Subscriptions, memory: MemoryBudget | None, full_state: bool, binary_joins: bool
     ) -> ViewState:
         """The view state at restart: the saved program, and the logged batches after the
         store's version, all counted as applied."""
@@ -228,6 +228,7 @@ class Scheduler:
             subscriptions,
             memory=memory,
             full_state=full_state,
+            binary_joins=binary_joins,
         )
 
     def start(self) -> None:

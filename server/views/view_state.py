@@ -123,6 +123,7 @@ class ViewState:
         *,
         memory: MemoryBudget | None = None,
         full_state: bool = False,
+        binary_joins: bool = False,
     ) -> None:
         # The mutex under the Condition, kept to check that callers hold it, and to count
         # how often a thread takes it (`count_locks`).
@@ -133,6 +134,8 @@ class ViewState:
         self.memory = memory
         # Every state full (no partial state): the comparison run of bench/partial_memory.py.
         self.full_state = full_state
+        # Every rule body a chain of binary joins, cyclic ones too (`serve --binary-joins`).
+        self.binary_joins = binary_joins
         self.program = program
         # The program's one dataflow graph; a new one at every install (built lazily).
         self.graph: ProgramGraph | None = None
@@ -173,7 +176,11 @@ class ViewState:
         """A new, empty graph for the program (caller holds the lock)."""
         assert self._mutex.locked()
         program = self.program
-        self.graph = None if program is None else ProgramGraph(program, partial=not self.full_state)
+        self.graph = (
+            None
+            if program is None
+            else ProgramGraph(program, partial=not self.full_state, binary_joins=self.binary_joins)
+        )
         self.subscriptions.reset("the dataflow was rebuilt (a program install, a bulk load or a failure)")
         # Even to even, after the new graph is in place: a lookup without the lock that
         # read the old graph sees the sequence move and takes the locked path.
