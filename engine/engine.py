@@ -55,14 +55,18 @@ class Engine:
         aggregates: Mapping[str, AggregateFunction] | None = None,
         partial: bool = True,
         whole_source_rows: int | None = None,
+        binary_joins: bool = False,
     ) -> None:
         """`partial=False` keeps every state full: the fully materialized reference run.
         `whole_source_rows`: a recursive view's demanded rules read a source of at most that
         many rows whole, a larger one through slices fetched by demand (None: every source
-        whole), as the server's `--whole-source-rows` does."""
+        whole), as the server's `--whole-source-rows` does. `binary_joins` plans cyclic rule
+        bodies as binary joins too, not as a WcojJoin (planner/ir/cyclic.py): the two plans'
+        comparison, as `serve --binary-joins`."""
         self.program: CompiledProgram = compile_program(text, filename, aggregates)
         self.partial = partial
         self.whole_source_rows = whole_source_rows
+        self.binary_joins = binary_joins
         self.graph = self._new_graph()
         self.epoch = 0
         self.store: dict[str, set[Row]] = {name: set() for name in self.program.checked.sources}
@@ -79,10 +83,9 @@ class Engine:
 
     def _new_graph(self) -> ProgramGraph:
         limit = self.whole_source_rows
-        if limit is None:
-            return ProgramGraph(self.program, partial=self.partial)
+        hold_whole = None if limit is None else (lambda source: len(self.store[source]) <= limit)
         return ProgramGraph(
-            self.program, partial=self.partial, hold_whole=lambda source: len(self.store[source]) <= limit
+            self.program, partial=self.partial, hold_whole=hold_whole, binary_joins=self.binary_joins
         )
 
     def _build_inductive(self) -> None:
@@ -90,7 +93,7 @@ class Engine:
         after a failed epoch) and records what they hold now."""
         for relation, ind in self.program.inductive.items():
             if relation not in self._inductive:
-                circuit = self.program.build_reader(ind, (), self._fetch)
+                circuit = self.program.build_reader(ind, (), self._fetch, binary_joins=self.binary_joins)
                 self._inductive[relation] = circuit
                 self._next[relation] = set(circuit.lookup([()])[0])
 

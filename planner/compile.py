@@ -2,7 +2,8 @@
 
 Passes, each a function from one IR to the next: parse (text -> AST), validate
 (AST -> CheckedProgram, stratification included), lower (CheckedProgram ->
-PomoRA Plan), provenance (PomoRA -> KeyedPlan: which key each operator is kept by),
+PomoRA Plan), cyclic bodies as n-way joins (PomoRA -> PomoRA, ir/cyclic.py, run by the
+builder unless `binary_joins`), provenance (PomoRA -> KeyedPlan: which key each operator is kept by),
 build (KeyedPlan -> nodes of the program's one graph, lazily, at the first lookup of a
 reader: 3DF's lazy synthesis).
 """
@@ -71,9 +72,18 @@ class CompiledProgram:
         relation = self.relations[name]
         return tuple((a, relation.types[a]) for a in relation.attributes)
 
-    def build_reader(self, view: str, key: tuple[str, ...], fetch: Fetch, *, partial: bool = True) -> Circuit:
+    def build_reader(
+        self,
+        view: str,
+        key: tuple[str, ...],
+        fetch: Fetch,
+        *,
+        partial: bool = True,
+        binary_joins: bool = False,
+    ) -> Circuit:
         """A hydrated circuit answering `view` (a derived or `p@ind` relation) by `key`;
-        with `partial=False` every state is full (the fully materialized reference)."""
+        with `partial=False` every state is full (the fully materialized reference); with
+        `binary_joins` no cyclic body is a WcojJoin (planner/ir/cyclic.py)."""
         builder = CircuitBuilder(
             self.relations,
             self.plan.exprs,
@@ -81,6 +91,7 @@ class CompiledProgram:
             hidden=self.plan.hidden,
             aggregates=self.aggregates,
             partial=partial,
+            binary_joins=binary_joins,
         )
         return builder.reader(view, key, self.checked.view_orders.get(view))
 
@@ -91,6 +102,8 @@ class ProgramGraph:
     A reader (view, key attributes) is built at its first lookup, over the nodes earlier
     readers built (one state per operator and key columns); nothing is built before.
     `partial=False` makes every state full: the fully materialized reference.
+    `binary_joins` plans every rule body as a chain of binary joins, cyclic ones too (no
+    WcojJoin, planner/ir/cyclic.py): `serve --binary-joins`, to compare the two.
     """
 
     def __init__(
@@ -99,12 +112,14 @@ class ProgramGraph:
         *,
         partial: bool = True,
         hold_whole: Callable[[str], bool] | None = None,
+        binary_joins: bool = False,
     ) -> None:
         """`hold_whole(source)`: whether a recursive view's demanded rules read `source`
         whole rather than through a slice fetched by demand (planner/demand/readers.py);
         None holds every source whole."""
         self.program = program
         self.partial = partial
+        self.binary_joins = binary_joins
         self.graph: Graph[ViewKey] = Graph()
         self._builder = CircuitBuilder(
             program.relations,
@@ -113,6 +128,7 @@ class ProgramGraph:
             hidden=program.plan.hidden,
             aggregates=program.aggregates,
             partial=partial,
+            binary_joins=binary_joins,
         )
         # Readers of recursive views by key, served from demand (planner/demand/).
         self.demands = DemandedReaders(

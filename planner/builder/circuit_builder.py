@@ -3,7 +3,8 @@
 Non-recursive strata are DAGs of root operators, built from the key provenance pass: an
 operator planned with a key is partial (its state keyed by it; a join or aggregate keyed
 on the side the key traces to), one planned with None is full and hydrated once with a
-scan. Nodes are memoized per (operator, key), and the memo lives as long as the builder,
+scan. A cyclic rule body (a MultiJoin, planner/ir/cyclic.py, unless `binary_joins`) is one
+WcojJoin, full. Nodes are memoized per (operator, key), and the memo lives as long as the builder,
 so every reader of one graph shares the states of their common sub-plans (one state per
 operator and key columns). Building is iterative: no recursion per operator or per
 chained relation. `rollback()` forgets the nodes built since the last `commit()`, for a
@@ -49,6 +50,9 @@ from pomoview.dataflow.operators.top_k import TopK
 from pomoview.dataflow.operators.trace_append import TraceAppend
 from pomoview.dataflow.operators.union import Union
 from pomoview.dataflow.operators.unit import Unit
+from pomoview.dataflow.operators.wcoj import Compare as WcojCompare
+from pomoview.dataflow.operators.wcoj import Const as WcojConst
+from pomoview.dataflow.operators.wcoj import Term, WcojJoin
 from pomoview.dataflow.operators.z1_trace import Z1Trace
 from pomoview.dataflow.state.aggregates import NO_VALUE, UserAggregate, make
 from pomoview.dataflow.state.keyed_state import Row
@@ -56,6 +60,7 @@ from pomoview.planner.frontend.cid import cid
 from pomoview.planner.frontend.relations import ViewOrder
 from pomoview.planner.frontend.validate import Relation
 from pomoview.planner.ir import ra
+from pomoview.planner.ir.cyclic import multi_joins
 from pomoview.planner.ir.provenance import Key, Keyed, Provenance
 
 UserFunction = Callable[[list[tuple[Any, ...]]], object]
@@ -120,6 +125,35 @@ def _row_cid(relation: str, attributes: tuple[str, ...]) -> Callable[[Row], obje
     return lambda row: cid(relation, zip(attributes, row, strict=True))
 
 
+def _label(expr: ra.Expr) -> str | None:
+    """The relation an atom's input reads, for `explain` (None: not a plain scan)."""
+    while isinstance(expr, (ra.Project, ra.Select, ra.CidExtend)):
+        expr = expr.input
+    return expr.relation if isinstance(expr, ra.Scan) else None
+
+
+def _multi_join(expr: ra.MultiJoin, ins: list[Node]) -> WcojJoin:
+    """The WcojJoin of a MultiJoin over its atoms' nodes (`ins`, one per atom: an input
+    read by several atoms is one node, which the WcojJoin indexes once)."""
+    atoms: list[tuple[Term, ...]] = []
+    for (atom, terms), node in zip(expr.atoms, ins, strict=True):
+        assert node.schema == atom.schema, (node.schema, atom.schema)
+        atoms.append(tuple(t if isinstance(t, str) else WcojConst(t.value) for t in terms))
+    constraints = []
+    for c in expr.constraints:
+        assert isinstance(c.left, ra.Col), "cyclic.py puts a variable on the left"
+        right = c.right.name if isinstance(c.right, ra.Col) else WcojConst(c.right.value)
+        constraints.append(WcojCompare(c.left.name, c.op, right))
+    labels = tuple(_label(atom) or f"#{i}" for i, (atom, _) in enumerate(expr.atoms))
+    return WcojJoin(
+        tuple(ins),
+        tuple(atoms),
+        expr.variables,
+        tuple(constraints),
+        labels,
+    )
+
+
 class _Loop:
     """What one Child being built keeps: its feedbacks and the nodes built for it."""
 
@@ -141,10 +175,14 @@ class CircuitBuilder:
         hidden: Mapping[str, tuple[str, ...]] | None = None,
         aggregates: Mapping[str, UserFunction] | None = None,
         partial: bool = True,
+        binary_joins: bool = False,
     ) -> None:
+        """`binary_joins` keeps every rule body a chain of binary joins (no MultiJoin): the
+        comparison run of `serve --binary-joins`."""
         self.allow_partial = partial
+        self.binary_joins = binary_joins
         self.relations = relations
-        self.exprs = exprs
+        self.exprs = self._physical(exprs)
         self.fetch = fetch
         self.hidden = hidden or {}
         self.aggregates = aggregates or {}
@@ -202,7 +240,13 @@ class CircuitBuilder:
         """Adds the relations of an extended program (a demand extension's, planner/demand/),
         keeping the expressions of those it has: their nodes stay shared."""
         self.relations = {**relations, **self.relations}
-        self.exprs = {**exprs, **self.exprs}
+        new = {name: expr for name, expr in exprs.items() if name not in self.exprs}
+        self.exprs = {**self._physical(new), **self.exprs}
+
+    def _physical(self, exprs: Mapping[str, ra.Expr]) -> dict[str, ra.Expr]:
+        """The expressions to build: cyclic bodies as MultiJoins unless `binary_joins`. Run
+        once per expression and builder, since nodes are memoized by expression object."""
+        return dict(exprs) if self.binary_joins else multi_joins(exprs)
 
     def commit(self) -> None:
         self._added.clear()
@@ -237,6 +281,8 @@ class CircuitBuilder:
             return self._aggregate(keyed, expr, ins)
         if isinstance(expr, ra.Union):
             return Union(tuple(ins))
+        if isinstance(expr, ra.MultiJoin):
+            return _multi_join(expr, ins)
         if isinstance(expr, ra.Distinct):
             return DistinctIncremental(ins[0], _positions(ins[0].schema, key or ()), partial=key is not None)
         if isinstance(expr, ra.Unit):

@@ -22,6 +22,14 @@ operator and everything above it is *full* (key None), hydrated once with a scan
   gets the group columns, or is full when there are none (one global group). A key with
   the result column is derived from an aggregate value: full.
 - A recursive stratum (Recursive) is full whatever the key, and so is a Unit.
+- A MultiJoin (cyclic.py's n-way join of a cyclic body) is full whatever the key, like a
+  recursive stratum, and so are its inputs. Why: it is built as a WcojJoin, whose state is
+  per-attribute indexes of its inputs, each asked by a prefix of the bindings some update
+  path has made, so a key of the output does not say which rows of the inputs it needs: a
+  key on some atom's variables leaves the other atoms read by any value of theirs. (Partial
+  indexes, filled per prefix as the paths ask, are not built.) It answers an upquery by any
+  of its columns from its full indexes (a lookup path extends the key's bindings), so the
+  partial states and the reader above it are filled from it as from a full join.
 - Hidden `p@next` relations and sources are leaves: their source index is keyed by the key.
   History (`@next`, transient sources) does not make a state full here: what depends on the
   epochs before is held at the leaves, full and at the current epoch, by whoever runs the
@@ -158,6 +166,8 @@ def _plan_inputs(
         return expr, 0, [(expr.body, key), (expr.atom, atom_key)], {}
     if isinstance(expr, ra.Union):
         return expr, None, [(i, key) for i in expr.inputs], {}
+    if isinstance(expr, ra.MultiJoin):  # full, and so are its inputs (see the docstring)
+        return expr, None, [(atom, None) for atom, _ in expr.atoms], {}
     if isinstance(expr, ra.Distinct):
         return expr, None, [(expr.input, key)], {}
     raise AssertionError(f"no provenance rule for {type(expr).__name__} at the root: {expr!r}")
@@ -165,7 +175,7 @@ def _plan_inputs(
 
 def _effective(expr: ra.Expr, key: Key) -> Key:
     """The key `expr` can be kept by: `key`, or None where it has no provenance."""
-    if key is None or isinstance(expr, (ra.Recursive, ra.Unit)):
+    if key is None or isinstance(expr, (ra.Recursive, ra.Unit, ra.MultiJoin)):
         return None
     if isinstance(expr, ra.Aggregate) and expr.result in key:
         return None  # derived from an aggregate value

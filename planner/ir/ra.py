@@ -11,7 +11,9 @@ The operators: Scan (a relation), Recur (a relation of the enclosing recursive
 stratum), CidExtend, Select, Project (projection, rename and constant columns),
 Join (natural join; a product when no column is shared), SemiJoin, AntiJoin,
 Difference, Aggregate, Union, Distinct, Unit, and for a recursive stratum
-Fixpoint (the stratum's loop) with Recursive (one of its relations).
+Fixpoint (the stratum's loop) with Recursive (one of its relations). MultiJoin (the
+n-way join of a cyclic rule body) is not made by lowering: the pass cyclic.py puts it in
+place of a chain of Joins.
 """
 
 from __future__ import annotations
@@ -175,6 +177,30 @@ class Difference:
         return self.left.schema
 
 
+AtomTerm = str | Const  # a column of a MultiJoin's atom: a variable's name, or a constant
+
+
+@dataclass(frozen=True)
+class MultiJoin:
+    """The natural join of a rule body's atoms in one operator, with comparisons as its
+    constraints (built as a WcojJoin, dataflow/operators/wcoj.py; made by cyclic.py).
+
+    Atom i is `atoms[i] = (input, terms)`: one term per column of `input`, a variable
+    (distinct within the atom) or a constant the column must equal. An input read by
+    several atoms is one object, so that the operator indexes it once. `constraints`
+    compare a variable (always on the left) with a variable or a constant. The output has
+    a column per variable, in the order of `variables`; its weight is the product of the
+    atoms' rows' weights, as for a chain of Joins."""
+
+    atoms: tuple[tuple[Expr, tuple[AtomTerm, ...]], ...]
+    variables: tuple[str, ...]
+    constraints: tuple[Compare, ...] = ()
+
+    @cached_property
+    def schema(self) -> tuple[str, ...]:
+        return self.variables
+
+
 @dataclass(frozen=True)
 class Aggregate:
     """Each body row extended with `function` over the atom rows of its group.
@@ -271,6 +297,7 @@ Expr = (
     | Select
     | Project
     | Join
+    | MultiJoin
     | SemiJoin
     | AntiJoin
     | Difference
@@ -294,6 +321,8 @@ def children(expr: Expr) -> tuple[Expr, ...]:
         return (expr.body, expr.atom)
     if isinstance(expr, Union):
         return expr.inputs
+    if isinstance(expr, MultiJoin):
+        return tuple({id(e): e for e, _ in expr.atoms}.values())  # an input read twice, once
     return ()
 
 

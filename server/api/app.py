@@ -135,6 +135,7 @@ def serve(
     store: str | None = None,
     origins: Mapping[str, str] | None = None,
     full_state: bool = False,
+    binary_joins: bool = False,
     memory_budget: int | None = None,
     spark_timeout: float | None = DEFAULT_READ_TIMEOUT,
     spark_write_timeout: float | None = DEFAULT_WRITE_TIMEOUT,
@@ -146,9 +147,8 @@ def serve(
 ) -> None:
     """Runs the server until SIGINT or SIGTERM. Prints `pomoview listening on HOST:PORT` when ready.
 
-    `store` is a local folder, a file:// URI or any URI Spark's Hadoop client can write
-    (default `<data_dir>/store`, see `store_location`); `origins` says
-    where each setting came from (flag, env or default), for the configuration log line.
+    `store` is a local folder, a file:// URI or any URI Spark's Hadoop client can write (default
+    `<data_dir>/store`, see `store_location`); `origins` says where each setting came from.
     `security` holds the token and TLS files (default: none, which only loopback allows).
     `spark_timeout` and `spark_write_timeout` are the deadlines in seconds (None: none) of the
     Spark jobs that read and that write the store (see `spark_deadline`).
@@ -165,9 +165,9 @@ def serve(
     _log_configuration(
         origins or {}, security, limits, data=data_dir.absolute(), location=location, host=host, port=port,
         spark_master=spark_master, metrics_port=metrics_port, memory_budget=memory_budget,
-        flush_interval=flush_interval, max_apply_lag=max_apply_lag, program=program, full_state=full_state,
-        subscription_buffer=subscription_buffer, whole_source_rows=whole_source_rows,
-        spark_timeout=spark_timeout, spark_write_timeout=spark_write_timeout, hit_replica=hit_replica,
+        full_state=full_state, flush_interval=flush_interval, max_apply_lag=max_apply_lag, program=program,
+        hit_replica=hit_replica, subscription_buffer=subscription_buffer, whole_source_rows=whole_source_rows,
+        spark_timeout=spark_timeout, spark_write_timeout=spark_write_timeout, binary_joins=binary_joins,
     )
     metrics = _serve_metrics(host, metrics_port)
     front = _bind_front(host, port, security, limits) if hit_replica else None
@@ -176,9 +176,9 @@ def serve(
     try:
         # A store on Hadoop's file system opens through the JVM: this waits for it to boot.
         scheduler = Scheduler(
-            data_dir, spark, flush_interval=flush_interval, max_apply_lag=max_apply_lag,
-            store_dir=location, full_state=full_state, memory_budget=memory_budget, metrics=metrics,
-            subscription_buffer=subscription_buffer, limits=limits, whole_source_rows=whole_source_rows,
+            data_dir, spark, flush_interval=flush_interval, max_apply_lag=max_apply_lag, limits=limits,
+            store_dir=location, full_state=full_state, binary_joins=binary_joins, memory_budget=memory_budget,
+            metrics=metrics, subscription_buffer=subscription_buffer, whole_source_rows=whole_source_rows,
             spark_timeouts=SparkTimeouts(spark_timeout, spark_write_timeout),
         )
     except StoreLocationError as err:
@@ -284,6 +284,7 @@ def _log_configuration(
     max_apply_lag: float,
     program: Path | None,
     full_state: bool,
+    binary_joins: bool,
     memory_budget: int | None,
     subscription_buffer: int,
     spark_timeout: float | None,
@@ -312,6 +313,7 @@ def _log_configuration(
                 setting("max_apply_lag", f"{max_apply_lag}s"),
                 setting("program", program if program is not None else "none"),
                 setting("full_state", full_state),
+                setting("binary_joins", binary_joins),
                 setting("hit_replica", hit_replica),
                 setting("whole_source_rows", whole_source_rows),
                 setting(

@@ -133,6 +133,13 @@ SERVE: tuple[Argument, ...] = (
         "the closure (env POMOVIEW_WHOLE_SOURCE_ROWS, default 250000)",
     ),
     arg(
+        "--binary-joins",
+        action="store_true",
+        help="plan every rule body as a chain of binary joins, cyclic ones too (a triangle, a "
+        "4-cycle), instead of one worst-case-optimal join; for comparison in benchmarks "
+        "(env POMOVIEW_BINARY_JOINS=1)",
+    ),
+    arg(
         "--hit-replica",
         action="store_true",
         help="answer hits (lookups of present keys) in a second process, from a copy of the "

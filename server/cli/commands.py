@@ -165,6 +165,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         max_apply_lag=args.max_apply_lag,
         store=config["store"][0] or None,
         full_state=args.full_state or os.environ.get("POMOVIEW_FULL_STATE", "") not in ("", "0"),
+        binary_joins=args.binary_joins or os.environ.get("POMOVIEW_BINARY_JOINS", "") not in ("", "0"),
         memory_budget=budget,
         spark_timeout=timeouts["spark_timeout"],
         spark_write_timeout=timeouts["spark_write_timeout"],

@@ -123,6 +123,7 @@ class Scheduler:
         flush_interval: float = 5.0,
         store_dir: Path | str | None = None,
         full_state: bool = False,
+        binary_joins: bool = False,
         memory_budget: int | None = None,
         metrics: Metrics | None = None,
         subscription_buffer: int = DEFAULT_BUFFER_ROWS,
@@ -146,9 +147,8 @@ class Scheduler:
         # A registry of this scheduler's own (not the process's global one): tests run several
         # schedulers in one process. `serve` passes one it already exposes.
         self.metrics = Metrics() if metrics is None else metrics
-        subscriptions = Subscriptions(
-            subscription_buffer, on_overflow=self.metrics.subscription_overflows.inc
-        )
+        overflows = self.metrics.subscription_overflows
+        subscriptions = Subscriptions(subscription_buffer, on_overflow=overflows.inc)
         self.metrics.subscriptions.set_function(lambda: len(subscriptions.open))
         self.wal = WriteAheadLog(
             self.data_dir / "wal", on_fsync=self.metrics.wal_fsync_seconds.observe, files=files
@@ -156,15 +156,13 @@ class Scheduler:
         self.counters = Counters()
         self._stopping = threading.Event()
         self.threads: list[threading.Thread] = []  # joined by `stop`
-        # `full_state`: every state full, the comparison run of bench/partial_memory.py.
-        self.view_state = view = self._recover(subscriptions, memory, full_state, whole_source_rows)
+        # Comparison runs: `full_state` (no partial state), `binary_joins` (no WcojJoin).
+        view = self._recover(subscriptions, memory, full_state, binary_joins, whole_source_rows)
+        self.view_state = view
         self.time_path = TimePath(view, self.store, self.data_dir)
         self.time_path.recover()
-        log.info(
-            "recovered: store version %d, %d logged batches after it",
-            self.store.version,
-            len(view.tail.batches),
-        )
+        batches = len(view.tail.batches)
+        log.info("recovered: store version %d, %d logged batches after it", self.store.version, batches)
         self.upquery_pins = UpqueryPins(self.store)
         # Keyed Spark jobs, one at a time per source channel, shared by concurrent misses.
         self.upquery_jobs = UpqueryJobs(
@@ -182,17 +180,8 @@ class Scheduler:
             view, self.wal, self.metrics, self.time_path, self.applier.on_durable, self.applier.wait_for_room
         )
         self.flusher = Flusher(
-            view,
-            self.upquery_pins,
-            self.store,
-            self.wal,
-            self.writes.lock,
-            self.time_path,
-            self.metrics,
-            spark,
-            self.data_dir,
-            self._stopping,
-            flush_interval=flush_interval,
+            view, self.upquery_pins, self.store, self.wal, self.writes.lock, self.time_path, self.metrics,
+            spark, self.data_dir, self._stopping, flush_interval=flush_interval,
         )
         self.metrics.watch(self.stats, lambda: self.program.views if self.program is not None else ())
 
@@ -209,7 +198,12 @@ class Scheduler:
         return self.data_dir / "program.pomo"
 
     def _recover(
-        self, subscriptions: Subscriptions, memory: MemoryBudget | None, full_state: bool, whole_rows: int
+        self,
+        subscriptions: Subscriptions,
+        memory: MemoryBudget | None,
+        full_state: bool,
+        binary_joins: bool,
+        whole_rows: int,
     ) -> ViewState:
         """The view state at restart: the saved program, and the logged batches after the
         store's version, all counted as applied."""
@@ -228,6 +222,7 @@ class Scheduler:
             subscriptions,
             memory=memory,
             full_state=full_state,
+            binary_joins=binary_joins,
             hold_whole=WholeSources(self.store.rows_at_most, whole_rows),
         )
 

@@ -76,16 +76,17 @@ class TimePath:
             return
         assert program is not None
         version = self._store.version
+        binary = self._view.binary_joins  # the p@ind circuits' plans, as the views'
         if checkpoint is not None and checkpoint.program == program_digest(program.text):
             # The invariant: the checkpoint is never behind the store.
             assert checkpoint.epoch >= version, (checkpoint.epoch, version)
-            self.state = TimeState(program, checkpoint.epoch, checkpoint)
+            self.state = TimeState(program, checkpoint.epoch, checkpoint, binary_joins=binary)
         elif checkpoint is not None and checkpoint.epoch >= version:
             # An install that stopped between saving the program and its checkpoint (it was
             # never acknowledged): carry what the earlier program held, as the install does.
-            self.state = TimeState(program, checkpoint.epoch, checkpoint)
+            self.state = TimeState(program, checkpoint.epoch, checkpoint, binary_joins=binary)
         else:
-            self.state = TimeState(program, version)
+            self.state = TimeState(program, version, binary_joins=binary)
         log.info("time state of %d relations recovered at epoch %d", len(program.inductive), self.state.epoch)
 
     def check_transient(self, program: CompiledProgram, filename: str) -> frozenset[str]:
@@ -127,7 +128,8 @@ class TimePath:
         which the caller writes (caller holds the dataflow lock, and the flusher's)."""
         applied = self._view.applied_epoch
         self.transient_sources = registry
-        self.state = TimeState(program, applied, carried) if uses_time(program) else None
+        binary = self._view.binary_joins
+        self.state = TimeState(program, applied, carried, binary_joins=binary) if uses_time(program) else None
         if self.state is None:
             return Checkpoint(applied, program_digest(program.text), transient_sources=registry)
         return self.state.checkpoint(registry)

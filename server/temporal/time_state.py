@@ -175,10 +175,19 @@ class TimeState:
     Not thread-safe: the scheduler calls it under its dataflow lock.
     """
 
-    def __init__(self, program: CompiledProgram, epoch: int, carried: Checkpoint | None = None) -> None:
+    def __init__(
+        self,
+        program: CompiledProgram,
+        epoch: int,
+        carried: Checkpoint | None = None,
+        *,
+        binary_joins: bool = False,
+    ) -> None:
         """The state at `epoch`: what `carried` holds for relations whose signature is
-        unchanged in `program`, empty for the others."""
+        unchanged in `program`, empty for the others. `binary_joins`: the `p@ind` circuits
+        plan cyclic bodies as binary joins too (`serve --binary-joins`)."""
         self.program = program
+        self.binary_joins = binary_joins
         self.digest = program_digest(program.text)
         self.epoch = epoch
         self.transient: dict[str, set[Row]] = {
@@ -224,7 +233,7 @@ class TimeState:
             return fetch(source, names, keys, filters)
 
         circuits = {
-            p: self.program.build_reader(ind, (), both, partial=False)
+            p: self.program.build_reader(ind, (), both, partial=False, binary_joins=self.binary_joins)
             for p, ind in self.program.inductive.items()
         }
         self.held = {p: set(c.lookup([()])[0]) for p, c in circuits.items()}

@@ -146,6 +146,7 @@ class ViewState:
         memory: MemoryBudget | None = None,
         full_state: bool = False,
         hold_whole: Callable[[str], bool] | None = None,
+        binary_joins: bool = False,
     ) -> None:
         # The mutex under the Condition, kept to check that callers hold it, and to count
         # how often a thread takes it (`count_locks`).
@@ -159,6 +160,8 @@ class ViewState:
         # Whether a recursive view's demanded rules read a source whole (ProgramGraph's;
         # None: every source whole).
         self.hold_whole = hold_whole
+        # Every rule body a chain of binary joins, cyclic ones too (`serve --binary-joins`).
+        self.binary_joins = binary_joins
         self.program = program
         # The program's one dataflow graph; a new one at every install (built lazily).
         self.graph: ProgramGraph | None = None
@@ -202,7 +205,12 @@ class ViewState:
         self.graph = (
             None
             if program is None
-            else ProgramGraph(program, partial=not self.full_state, hold_whole=self.hold_whole)
+            else ProgramGraph(
+                program,
+                partial=not self.full_state,
+                hold_whole=self.hold_whole,
+                binary_joins=self.binary_joins,
+            )
         )
         self.subscriptions.reset("the dataflow was rebuilt (a program install, a bulk load or a failure)")
         # Even to even, after the new graph is in place: a lookup without the lock that

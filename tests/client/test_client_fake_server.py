@@ -444,6 +444,7 @@ def test_cli_serve_passes_arguments(monkeypatch: pytest.MonkeyPatch, tmp_path: P
     monkeypatch.delenv("POMOVIEW_DATA", raising=False)
     monkeypatch.delenv("POMOVIEW_STORE", raising=False)
     monkeypatch.delenv("POMOVIEW_FULL_STATE", raising=False)
+    monkeypatch.delenv("POMOVIEW_BINARY_JOINS", raising=False)
     monkeypatch.setenv("POMOVIEW_MEMORY_BUDGET", "1.5G")
     monkeypatch.setenv("POMOVIEW_SPARK_CONF", "spark.cores.max=2")
     for var in ("POMOVIEW_TOKEN", "POMOVIEW_TLS_CERT", "POMOVIEW_TLS_KEY", "POMOVIEW_TLS_CLIENT_CA",
@@ -453,9 +454,9 @@ def test_cli_serve_passes_arguments(monkeypatch: pytest.MonkeyPatch, tmp_path: P
     assert main(["serve", "--port", "9000", "--program", "p.pomo", "--flush-interval", "0.5"]) == 0
     (tmp_path / "spark.conf").write_text("spark.executor.memory 2g\n")
     assert main(
-        ["serve", "--data", str(tmp_path), "--full-state", "--hit-replica", "--memory-budget", "64MiB",
-         "--subscription-buffer", "50", "--spark-timeout", "20", "--max-lookup-keys", "7",
-         "--spark-conf", "spark.cores.max=1"]
+        ["serve", "--data", str(tmp_path), "--full-state", "--binary-joins", "--hit-replica",
+         "--memory-budget", "64MiB", "--subscription-buffer", "50", "--spark-timeout", "20",
+         "--max-lookup-keys", "7", "--spark-conf", "spark.cores.max=1"]
     ) == 0
     settings = ("spark_timeout", "spark_write_timeout", *(limit.name for limit in LIMITS))
     defaults = dict.fromkeys(settings, "default")
@@ -472,6 +473,7 @@ def test_cli_serve_passes_arguments(monkeypatch: pytest.MonkeyPatch, tmp_path: P
             "max_apply_lag": 0.25,
             "store": None,
             "full_state": False,
+            "binary_joins": False,
             "memory_budget": 3 << 29,
             "spark_timeout": 300.0,
             "spark_write_timeout": 3600.0,
@@ -497,6 +499,7 @@ def test_cli_serve_passes_arguments(monkeypatch: pytest.MonkeyPatch, tmp_path: P
             "max_apply_lag": 0.25,
             "store": None,
             "full_state": True,
+            "binary_joins": True,
             "memory_budget": 64 << 20,
             "spark_timeout": 20.0,
             "spark_write_timeout": 3600.0,

@@ -1,0 +1,234 @@
+"""Pass 3b: cyclic rule bodies -> one ra.MultiJoin each (PomoRA -> PomoRA, after lower).
+
+When it fires: on a maximal tree of Joins and SemiJoins (a rule body's atoms, as
+lower.fold_selections folds them) of three atoms or more, and at most MAX_ATOMS, whose join
+graph, the atoms as hyperedges over their variables, has a cycle: it is not α-acyclic (the
+GYO reduction, which drops a variable no other atom holds and an atom whose variables
+another atom holds, does not leave a single atom). A triangle `e(a,b), e(b,c), e(a,c)`, a
+4-cycle and a 4-clique fire; a path and a star do not, nor does a triangle with a fourth
+atom holding all three variables (each edge is inside it). The tree, and the comparisons of
+the Select that lower.apply_constraints put right above it, become one MultiJoin whose
+constraints are those comparisons (one between two constants stays in a Select above it).
+Negations and aggregates stay where lowering put them, above the MultiJoin.
+
+Why: a chain of binary joins over a cyclic body materializes and keeps an intermediate
+(a triangle's two-paths) that can be far larger than both the inputs and the answer, and
+maintains it at every write. The MultiJoin is built as a worst-case-optimal join
+(dataflow/operators/wcoj.py) that keeps per-attribute indexes of its inputs only and
+extends bindings variable by variable. On an α-acyclic body a binary plan has no such
+blow-up to avoid (its intermediates join along a tree), and keeps partial state, which the
+MultiJoin does not: it is full whatever its key (provenance.py says why).
+
+Where it does not fire:
+- inside a recursive stratum: a Fixpoint's bodies run in a nested circuit over 2-D time with
+  traces, and WcojJoin's indexes hold one time only; it was not checked there, so binary
+  joins stay, also for the parts of those bodies that read no recursive relation (built
+  outside the loop from the same, unrewritten, expressions);
+- on more than MAX_ATOMS atoms: the operator plans one path per atom, each quadratic in the
+  atoms, and this pass's reduction is quadratic too (a 1,000-atom body stays binary).
+
+Atoms: one lowered to `Project(Scan)` or `Project(Select(Scan, attribute == constant...))`
+that binds each attribute of the scan to a variable of its own or to a constant becomes the
+scan with its terms, equal scans being one object so that the operator indexes a relation
+read by several atoms once. Any other input (a repeated variable, an attribute left unbound,
+a content id, a derived relation's rows renamed) is kept whole, its columns its variables.
+
+The pass is iterative (no Python frame per operator) and memoized by object, so a
+sub-expression shared by two relations is rewritten once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+
+from pomoview.planner.ir import ra
+
+MAX_ATOMS = 32
+
+_FLIP = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+
+
+def multi_joins(exprs: Mapping[str, ra.Expr]) -> dict[str, ra.Expr]:
+    """Every relation's expression with its cyclic bodies as MultiJoins (see the module
+    docstring); the others unchanged, the same objects."""
+    rewriter = _Rewriter()
+    return {name: rewriter.rewrite(expr) for name, expr in exprs.items()}
+
+
+def cyclic(edges: list[frozenset[str]]) -> bool:
+    """Whether the hypergraph of `edges` is not α-acyclic (GYO reduction)."""
+    live = [set(e) for e in edges]
+    changed = True
+    while changed and len(live) > 1:
+        changed = False
+        holders: dict[str, int] = {}
+        for e in live:
+            for v in e:
+                holders[v] = holders.get(v, 0) + 1
+        for e in live:
+            lonely = {v for v in e if holders[v] == 1}
+            if lonely:
+                e -= lonely
+                changed = True
+        for i, e in enumerate(live):
+            if any(e <= f for j, f in enumerate(live) if j != i):
+                del live[i]  # one at a time: two equal edges must not remove each other
+                changed = True
+                break
+    return len(live) > 1
+
+
+def _tree(root: ra.Join | ra.SemiJoin) -> list[ra.Expr]:
+    """The leaves of the join tree at `root`, left to right."""
+    leaves: list[ra.Expr] = []
+    stack: list[ra.Expr] = [root]
+    while stack:
+        expr = stack.pop()
+        if isinstance(expr, (ra.Join, ra.SemiJoin)):
+            stack.extend((expr.right, expr.left))
+        else:
+            leaves.append(expr)
+    return leaves
+
+
+def _is_tree(expr: ra.Expr) -> bool:
+    return isinstance(expr, (ra.Join, ra.SemiJoin))
+
+
+class _Rewriter:
+    def __init__(self) -> None:
+        self.done: dict[int, ra.Expr] = {}  # id(expr) -> its rewrite
+        self.scans: dict[ra.Scan, ra.Scan] = {}  # equal scans as one object
+
+    def rewrite(self, root: ra.Expr) -> ra.Expr:
+        # Post-order without recursion. A join tree's inner joins are not visited: the tree
+        # is decided whole at its root (or at the Select above it), from its leaves.
+        stack: list[tuple[ra.Expr, bool]] = [(root, False)]
+        while stack:
+            expr, ready = stack.pop()
+            if id(expr) in self.done:
+                continue
+            if not ready:
+                stack.append((expr, True))
+                stack.extend((c, False) for c in self._below(expr) if id(c) not in self.done)
+                continue
+            self.done[id(expr)] = self._one(expr)
+        return self.done[id(root)]
+
+    @staticmethod
+    def _below(expr: ra.Expr) -> tuple[ra.Expr, ...]:
+        if isinstance(expr, (ra.Recursive, ra.CidExtend)):
+            return ()  # a fixpoint's bodies stay binary; a CidExtend reads a scan
+        if _is_tree(expr):
+            return tuple(_tree(expr))  # type: ignore[arg-type]
+        if isinstance(expr, ra.Select) and _is_tree(expr.input):
+            return tuple(_tree(expr.input))  # type: ignore[arg-type]
+        return ra.children(expr)
+
+    def _one(self, expr: ra.Expr) -> ra.Expr:
+        """`expr` with its children's rewrites, a join tree (under its Select) decided."""
+        if _is_tree(expr):
+            return self._join_tree(expr, ())  # type: ignore[arg-type]
+        if isinstance(expr, ra.Select) and _is_tree(expr.input):
+            return self._join_tree(expr.input, expr.predicates)  # type: ignore[arg-type]
+        new = {id(c): self.done[id(c)] for c in self._below(expr)}
+        return _with_children(expr, new)
+
+    def _join_tree(self, root: ra.Join | ra.SemiJoin, predicates: tuple[ra.Compare, ...]) -> ra.Expr:
+        leaves = [self.done[id(leaf)] for leaf in _tree(root)]
+        # An atom with no variable (all constants) only says whether its tuple exists: the
+        # operator wants a variable per atom, so it is joined above it (a semijoin on no column).
+        guards = [leaf for leaf in leaves if not leaf.schema]
+        atoms = [self._atom(leaf) for leaf in leaves if leaf.schema]
+        edges = [frozenset(t for t in terms if isinstance(t, str)) for _, terms in atoms]
+        if 3 <= len(atoms) <= MAX_ATOMS and cyclic(edges):
+            joined = _multi_join(root.schema, tuple(atoms), predicates)
+            for guard in guards:
+                joined = ra.SemiJoin(joined, guard)
+            return joined
+        tree = _rebuild_tree(root, {id(old): self.done[id(old)] for old in _tree(root)})
+        return ra.Select(tree, predicates) if predicates else tree
+
+    def _atom(self, leaf: ra.Expr) -> tuple[ra.Expr, tuple[ra.AtomTerm, ...]]:
+        """The leaf as (input, terms): the scan it renames, or itself whole."""
+        whole: tuple[ra.Expr, tuple[ra.AtomTerm, ...]] = (leaf, leaf.schema)
+        if not isinstance(leaf, ra.Project):
+            return whole
+        inner: ra.Expr = leaf.input
+        constants: dict[str, ra.Const] = {}  # attribute -> the constant it must equal
+        if isinstance(inner, ra.Select):
+            for p in inner.predicates:
+                if not (p.op == "==" and isinstance(p.left, ra.Col) and isinstance(p.right, ra.Const)):
+                    return whole
+                if constants.setdefault(p.left.name, p.right) != p.right:
+                    return whole
+            inner = inner.input
+        if not isinstance(inner, ra.Scan):
+            return whole
+        variable: dict[str, str] = {}  # attribute -> its variable
+        for name, operand in leaf.outputs:
+            if not isinstance(operand, ra.Col) or operand.name in variable or operand.name in constants:
+                return whole
+            variable[operand.name] = name
+        if set(variable) | set(constants) != set(inner.schema):
+            return whole
+        scan = self.scans.setdefault(inner, inner)
+        terms = tuple(variable[a] if a in variable else constants[a] for a in scan.schema)
+        return scan, terms
+
+
+def _multi_join(
+    schema: tuple[str, ...],
+    atoms: tuple[tuple[ra.Expr, tuple[ra.AtomTerm, ...]], ...],
+    predicates: tuple[ra.Compare, ...],
+) -> ra.Expr:
+    """The MultiJoin of `atoms`, the comparisons of `predicates` its constraints (a variable
+    on the left); those between constants in a Select above it."""
+    constraints: list[ra.Compare] = []
+    rest: list[ra.Compare] = []
+    for p in predicates:
+        if isinstance(p.left, ra.Col):
+            constraints.append(p)
+        elif isinstance(p.right, ra.Col):
+            constraints.append(ra.Compare(p.right, _FLIP[p.op], p.left))
+        else:
+            rest.append(p)
+    joined: ra.Expr = ra.MultiJoin(atoms, schema, tuple(constraints))
+    return ra.Select(joined, tuple(rest)) if rest else joined
+
+
+def _rebuild_tree(root: ra.Join | ra.SemiJoin, leaves: dict[int, ra.Expr]) -> ra.Expr:
+    """The join tree at `root` over the leaves' rewrites (the same objects if none changed)."""
+    if all(leaves[id(old)] is old for old in _tree(root)):
+        return root
+    done: dict[int, ra.Expr] = dict(leaves)
+    stack: list[tuple[ra.Expr, bool]] = [(root, False)]
+    while stack:
+        expr, ready = stack.pop()
+        if id(expr) in done:
+            continue
+        assert isinstance(expr, (ra.Join, ra.SemiJoin))
+        if not ready:
+            stack.extend([(expr, True), (expr.right, False), (expr.left, False)])
+            continue
+        done[id(expr)] = replace(expr, left=done[id(expr.left)], right=done[id(expr.right)])
+    return done[id(root)]
+
+
+def _with_children(expr: ra.Expr, new: dict[int, ra.Expr]) -> ra.Expr:
+    """`expr` with each direct child c replaced by new[id(c)] (the same object when none
+    changed)."""
+    if isinstance(expr, ra.CidExtend) or all(new[id(c)] is c for c in ra.children(expr)):
+        return expr
+    if isinstance(expr, (ra.Select, ra.Project, ra.Distinct)):
+        return replace(expr, input=new[id(expr.input)])
+    if isinstance(expr, (ra.AntiJoin, ra.Difference)):
+        return replace(expr, left=new[id(expr.left)], right=new[id(expr.right)])
+    if isinstance(expr, ra.Aggregate):
+        return replace(expr, body=new[id(expr.body)], atom=new[id(expr.atom)])
+    if isinstance(expr, ra.Union):
+        return ra.Union(tuple(new[id(i)] for i in expr.inputs))
+    if isinstance(expr, ra.MultiJoin):
+        return replace(expr, atoms=tuple((new[id(e)], terms) for e, terms in expr.atoms))
+    raise AssertionError(f"no rewrite of the children of {type(expr).__name__}")

@@ -1,0 +1,145 @@
+"""The pass cyclic.py: which rule bodies become a MultiJoin, and what it holds (the answers
+are tested through the Engine: tests/planner/test_multi_join_engine.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pomoview.planner.compile import compile_program
+from pomoview.planner.ir import ra
+from pomoview.planner.ir.cyclic import MAX_ATOMS, cyclic, multi_joins
+
+DECLS = """
+source e(src: int, dst: int).
+source f(src: int, dst: int).
+source t(a: int, b: int, c: int).
+source w(x: int, y: int, z: int).
+source n(v: int).
+"""
+
+
+def body_of(text: str, relation: str = "r") -> ra.Expr:
+    """The rule's expression after the pass, under its head projection and Distinct."""
+    exprs = multi_joins(compile_program(DECLS + text).exprs)
+    expr = exprs[relation]
+    assert isinstance(expr, ra.Distinct) and isinstance(expr.input, ra.Project)
+    return expr.input.input
+
+
+def edges(pairs: str) -> str:
+    """`e(src: A, dst: B), ...` for the pairs of one-letter variables `AB CD ...`."""
+    return ", ".join(f"e(src: {p[0]}, dst: {p[1]})" for p in pairs.split())
+
+
+def multi(expr: ra.Expr) -> ra.MultiJoin:
+    assert isinstance(expr, ra.MultiJoin), expr
+    return expr
+
+
+CYCLIC = {
+    "triangle": "r(a: A, b: B, c: C) :- " + edges("AB BC AC") + ".",
+    "4-cycle": "r(a: A, b: C) :- " + edges("AB BC CD DA") + ".",
+    "4-clique": "r(a: A, b: D) :- " + edges("AB AC AD BC BD CD") + ".",
+    "triangle over three relations": (
+        "r(a: A, b: B, c: C) :- e(src: A, dst: B), f(src: B, dst: C), e(src: A, dst: C)."
+    ),
+}
+
+ACYCLIC = {
+    "path": "r(a: A, b: D) :- " + edges("AB BC CD") + ".",
+    "star": "r(a: A, b: D) :- " + edges("AB AC AD") + ".",
+    "two atoms": "r(a: A, b: B) :- " + edges("AB BA") + ".",
+    # Each edge of the triangle lies inside t's atom: α-acyclic, the binary plan stays.
+    "triangle inside a wider atom": ("r(a: A, b: B) :- t(a: A, b: B, c: C), " + edges("AB BC AC") + "."),
+}
+
+
+@pytest.mark.parametrize("name", list(CYCLIC))
+def test_cyclic_bodies_become_a_multi_join(name: str) -> None:
+    expr = multi(body_of(CYCLIC[name]))
+    assert len(expr.atoms) == CYCLIC[name].count("(src:")
+    # One input object per relation: the operator indexes e once however many atoms read it.
+    inputs = {id(e) for e, _ in expr.atoms}
+    assert len(inputs) == len({e.relation for e, _ in expr.atoms if isinstance(e, ra.Scan)})
+    variables = {t for _, terms in expr.atoms for t in terms if isinstance(t, str)}
+    assert set(expr.variables) == variables
+
+
+@pytest.mark.parametrize("name", list(ACYCLIC))
+def test_acyclic_bodies_keep_binary_joins(name: str) -> None:
+    expr = body_of(ACYCLIC[name])
+    assert isinstance(expr, (ra.Join, ra.SemiJoin)), expr
+    # The pass gives back the very expressions it does not rewrite.
+    before = compile_program(DECLS + ACYCLIC[name]).exprs
+    assert multi_joins(before)["r"] is before["r"]
+
+
+def test_comparisons_become_constraints_and_negation_stays_above() -> None:
+    expr = body_of("r(a: A, b: B, c: C) :- " + edges("AB BC AC") + ", A < B, 3 > C, !n(v: A).")
+    assert isinstance(expr, ra.AntiJoin) and expr.on == ("A",)
+    join = multi(expr.left)
+    assert set(join.constraints) == {
+        ra.Compare(ra.Col("A"), "<", ra.Col("B")),
+        ra.Compare(ra.Col("C"), "<", ra.Const(3)),  # the constant moved to the right
+    }
+
+
+def test_constants_are_terms_and_other_atoms_stay_whole() -> None:
+    # w binds its z attribute to a constant: a term; e repeats a variable: kept whole (a
+    # Select under a Project), its columns the variables.
+    expr = multi(
+        body_of(
+            "r(a: A, b: B) :- w(x: A, y: B, z: 7), e(src: B, dst: C), f(src: C, dst: A), e(src: A, dst: A)."
+        )
+    )
+    by_relation = {e.relation: terms for e, terms in expr.atoms if isinstance(e, ra.Scan)}
+    assert by_relation["w"] == ("A", "B", ra.Const(7))
+    whole = [(e, terms) for e, terms in expr.atoms if not isinstance(e, ra.Scan)]
+    assert len(whole) == 1 and whole[0][1] == ("A",) and isinstance(whole[0][0], ra.Project)
+
+
+def test_aggregate_body_and_derived_relations() -> None:
+    text = (
+        "tri(a: A, b: B, c: C) :- " + edges("AB BC AC") + ".\n"
+        "r(a: A, b: N) :- tri(a: A, b: B, c: C), N := count : e(src: A, dst: X).\n"
+    )
+    exprs = multi_joins(compile_program(DECLS + text).exprs)
+    tri = exprs["tri"]
+    assert isinstance(tri, ra.Distinct) and isinstance(tri.input, ra.Project)
+    assert isinstance(tri.input.input, ra.MultiJoin)
+    r = exprs["r"]
+    assert isinstance(r, ra.Distinct) and isinstance(r.input, ra.Project)
+    assert isinstance(r.input.input, ra.Aggregate)
+
+
+def test_recursive_strata_keep_binary_joins() -> None:
+    text = (
+        "reach(src: A, dst: B) :- e(src: A, dst: B).\n"
+        "reach(src: A, dst: C) :- reach(src: A, dst: B), e(src: B, dst: C), f(src: A, dst: C), "
+        + edges("XY YZ XZ")
+        + ".\n"
+    )
+    before = compile_program(DECLS + text).exprs
+    after = multi_joins(before)
+    assert after["reach"] is before["reach"]
+
+
+def test_too_many_atoms_stay_binary() -> None:
+    ring = [f"e(src: X{i}, dst: X{(i + 1) % (MAX_ATOMS + 1)})" for i in range(MAX_ATOMS + 1)]
+    expr = body_of("r(a: X0, b: X1) :- " + ", ".join(ring) + ".")
+    assert isinstance(expr, (ra.Join, ra.SemiJoin))
+    ring = ring[: MAX_ATOMS - 1] + [f"e(src: X{MAX_ATOMS - 1}, dst: X0)"]
+    assert isinstance(body_of("r(a: X0, b: X1) :- " + ", ".join(ring) + "."), ra.MultiJoin)
+
+
+def test_gyo() -> None:
+    def hyper(*atoms: str) -> list[frozenset[str]]:
+        return [frozenset(a) for a in atoms]
+
+    assert cyclic(hyper("ab", "bc", "ca"))
+    assert cyclic(hyper("ab", "bc", "cd", "da"))
+    assert cyclic(hyper("ab", "bc", "cd", "da", "x"))  # a cycle plus a disconnected atom
+    assert not cyclic(hyper("ab", "bc", "cd"))
+    assert not cyclic(hyper("ab", "ab", "ab"))  # equal atoms do not remove each other
+    assert not cyclic(hyper("abc", "ab", "bc", "ca"))
+    assert not cyclic(hyper("ab", "cd", "ef"))  # a product
