@@ -34,8 +34,10 @@ Contract:
   same way over every atom (a lookup path per set of columns, whose indexes are made, from
   the rows held, at its first use); one by no column, the whole join, is path 0 over every
   row of atom 0.
-- Not yet: negation as a constraining binding, a variable repeated within one atom (the
-  planner renames it and adds an equality constraint instead).
+- Not yet: negation as a constraining binding (the planner applies it after the join, as
+  an antijoin), a variable repeated within one atom, an atom with no variable (the planner,
+  planner/ir/cyclic.py, keeps the first whole, filtered below the join, and joins the second
+  above it).
 """
 
 from __future__ import annotations
