@@ -445,6 +445,7 @@ def test_cli_serve_passes_arguments(monkeypatch: pytest.MonkeyPatch, tmp_path: P
     monkeypatch.delenv("POMOVIEW_STORE", raising=False)
     monkeypatch.delenv("POMOVIEW_FULL_STATE", raising=False)
     monkeypatch.delenv("POMOVIEW_BINARY_JOINS", raising=False)
+    monkeypatch.delenv("POMOVIEW_WHOLE_SOURCE_ROWS", raising=False)
     monkeypatch.setenv("POMOVIEW_MEMORY_BUDGET", "1.5G")
     monkeypatch.setenv("POMOVIEW_SPARK_CONF", "spark.cores.max=2")
     for var in ("POMOVIEW_TOKEN", "POMOVIEW_TLS_CERT", "POMOVIEW_TLS_KEY", "POMOVIEW_TLS_CLIENT_CA",
@@ -455,6 +456,7 @@ def test_cli_serve_passes_arguments(monkeypatch: pytest.MonkeyPatch, tmp_path: P
     (tmp_path / "spark.conf").write_text("spark.executor.memory 2g\n")
     assert main(
         ["serve", "--data", str(tmp_path), "--full-state", "--binary-joins", "--hit-replica",
+         "--whole-source-rows", "12",
          "--memory-budget", "64MiB", "--subscription-buffer", "50", "--spark-timeout", "20",
          "--max-lookup-keys", "7", "--spark-conf", "spark.cores.max=1"]
     ) == 0
@@ -481,6 +483,7 @@ def test_cli_serve_passes_arguments(monkeypatch: pytest.MonkeyPatch, tmp_path: P
             "subscription_buffer": 10_000,
             "limits": Limits(),
             "hit_replica": False,
+            "whole_source_rows": 250_000,
             "origins": {"data": "default", "store": "default", "spark_master": "env POMOVIEW_SPARK_MASTER",
                         "metrics_port": "default", "memory_budget": "env POMOVIEW_MEMORY_BUDGET", **defaults},
         },
@@ -507,6 +510,7 @@ def test_cli_serve_passes_arguments(monkeypatch: pytest.MonkeyPatch, tmp_path: P
             "subscription_buffer": 50,
             "limits": dataclasses.replace(Limits(), max_lookup_keys=7),
             "hit_replica": True,
+            "whole_source_rows": 12,
             "origins": {"data": "flag", "store": "default", "spark_master": "env POMOVIEW_SPARK_MASTER",
                         "metrics_port": "default", "memory_budget": "flag",
                         **defaults, "spark_timeout": "flag", "max_lookup_keys": "flag"},
