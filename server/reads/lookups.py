@@ -179,8 +179,11 @@ class Lookups:
                         epoch = state.applied_epoch
                         if on_answer is not None:
                             on_answer(key_attrs, key_tuples)
-                        if missed:
-                            state.enforce_budget()  # after the answer is read: it is not evicted
+                        # After the answer is read (it is not evicted); also after a fill
+                        # made in memory (a recursive view's demand: more than the reader's
+                        # one step), which adds state without any Spark job.
+                        if missed or result.steps > 1:
+                            state.enforce_budget()
                         break
                 missed = True
                 round_tickets = self._jobs.submit(result.misses)

@@ -139,3 +139,27 @@ def test_sources_inside_the_recursion_are_fetched_by_demand_one_job_per_level(tm
                 assert {(r["src"], r["dst"]) for r in rows} == closure(edges, key), key
     finally:
         server.stop()
+
+
+def test_the_budget_is_enforced_after_lookups_filled_in_memory(tmp_path: Path) -> None:
+    """Sources read whole (one Spark job, at the view's first lookup), so every other cold
+    lookup is answered in memory: the budget is still enforced after them, without a write."""
+    program = tmp_path / "reach.pomo"
+    program.write_text(PROGRAM)
+    edges = {(r * 10 + i, r * 10 + (i + 1) % 10) for r in range(30) for i in range(10)}
+    server = ServerProcess(tmp_path / "data", program=program, extra_args=["--memory-budget", "1K"]).start()
+    try:
+        with server.client() as db:
+            epoch = db.write("edge", insert=[{"src": x, "dst": y} for x, y in edges])
+            db.lookup("reach", {"src": 0}, min_epoch=epoch)
+            jobs = db.stats()["spark_jobs"]
+            for key in range(1, 300, 7):
+                rows = db.lookup("reach", {"src": key})
+                assert {(r["src"], r["dst"]) for r in rows} == closure(edges, key), key
+            stats = db.stats()
+            assert stats["spark_jobs"] == jobs  # answered in memory
+            assert stats["memory"]["eviction_rounds"] > 0, stats["memory"]
+            detail = str(gate_of(db)["detail"])
+            assert "released" in detail and " 0 released" not in detail, detail
+    finally:
+        server.stop()
