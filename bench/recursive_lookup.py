@@ -36,12 +36,11 @@ Per dataset, on that server:
 
 Eviction: the server has no evict RPC; the memory budget evicts. A second server, under
 `--memory-budget 1K`, looks up the first key and `--evict-keys` of the keys the partial
-server demanded (held: the budget is checked after Spark fetches and applied steps, not
-after lookups answered in memory, so this server reads the sources whole,
-`--whole-source-rows` past their size, or each cold lookup's slice fetches would let the
-budget evict the keys before they are measured), then one write (an edge that touches no demanded key)
-steps, after which the budget evicts every key: RSS before the lookups, with the keys held,
-and after the write; then the same keys again, and a write again (RSS that grows again is
+server demanded (it reads the sources whole, `--whole-source-rows` past their size; the
+budget, checked at most every 50 ms after lookups that fill state, evicts some keys as they
+come), then one write (an edge that touches no demanded key) steps, after which the budget
+evicts every key: RSS before the lookups, with the keys left, and after the write; then
+the same keys again, and a write again (RSS that grows again is
 held by the server, RSS that does not is kept by its allocator for reuse) (evict_peer).
 
 The full-state peer: a third server with `--full-state`, on a subset (`--full-scale`,
@@ -314,13 +313,14 @@ def evict_peer(
     server: Server, data: dict[str, np.ndarray], demanded: dict[str, list[int]], args: argparse.Namespace
 ) -> dict[str, Any]:
     """A server under `--memory-budget 1K`. The budget is checked after an applied step and
-    after a lookup that waited for a Spark fetch (server/reads/lookups.py), not after one
-    answered in memory: the first lookup hydrates the sources (a fetch), the next
-    `--evict-keys` (keys the partial server demanded, answers checked) are answered from
-    them, so all stay demanded; then one write of an edge that touches none of them is a
-    step after which the budget evicts every key, retracting its demand. Per view: RSS
-    before the lookups, after the first, with the keys held and after the write; the
-    DemandGate's counts and the Reader's present keys after it."""
+    after a lookup that fetched or filled state (server/reads/lookups.py), at most every
+    50 ms: the first lookup hydrates the sources (a fetch), the next `--evict-keys` (keys
+    the partial server demanded, answers checked) are answered from them, and the budget
+    evicts some of them as they come (those after its last check stay); then one write of
+    an edge that touches none of them is a step after which the budget evicts every key,
+    retracting its demand. Per view: RSS before the lookups, after the first, with the keys
+    left and after the write; the DemandGate's counts and the Reader's present keys after
+    it."""
     db = server.db
     assert db is not None
     out: dict[str, Any] = {"load_s": server.load_s}

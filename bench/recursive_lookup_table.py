@@ -101,7 +101,7 @@ def evict_rows(r: dict[str, Any]) -> list[tuple[str, ...]]:
         ("--memory-budget 1K server: RSS MiB before the lookups", mib(r["rss_before"]), ""),
         ("  after the first lookup (sources hydrated whole)", mib(r["rss_first"]), f"+{mib(first)}"),
         (
-            f"  with {r['keys'] - 1} more keys demanded (answered in memory)",
+            f"  with {r['keys'] - 1} more keys looked up (answered in memory; those left)",
             mib(r["rss_held"]),
             f"+{mib(held)}; Reader rows {r['held']['reader']:,}; {'; '.join(r['held']['gate'])}",
         ),

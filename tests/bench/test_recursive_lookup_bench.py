@@ -35,5 +35,7 @@ def test_the_recursive_lookup_benchmark_runs_at_a_tiny_scale(capsys: pytest.Capt
         assert r["state"]["reader"] == r["closures"] <= r["full"]
         assert len(r["updates"]["insert"]) == len(r["updates"]["delete"]) == 1
         evict = out["evict"][ds.name]
-        assert evict["held"]["reader"] > 0 and evict["present"] == 0, evict
+        # The budget evicts during the lookups too, so the write's eviction is what is
+        # checked: no key is left, and the gate released every key it demanded.
+        assert evict["present"] == 0 and evict["rounds"] > 0, evict
         assert any(" 0 demanded" in g for g in evict["state"]["gate"]), evict["state"]["gate"]
