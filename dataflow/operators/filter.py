@@ -8,8 +8,9 @@ zset)` on one value.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Collection, Hashable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pomoview.dataflow.node import Node
 from pomoview.dataflow.state.keyed_state import Key, Row
@@ -17,6 +18,17 @@ from pomoview.dataflow.upquery import Upquery, rows
 from pomoview.dataflow.zset import ZSet
 
 E = TypeVar("E", bound=Hashable)
+
+# The comparisons of rule bodies, by their operator: a Filter's predicates and a WcojJoin's
+# constraints are made from these.
+COMPARE: dict[str, Callable[[Any, Any], Any]] = {
+    "==": operator.eq,
+    "!=": operator.ne,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
 
 
 def filter_zset(predicate: Callable[[E], bool], zset: ZSet[E]) -> ZSet[E]:

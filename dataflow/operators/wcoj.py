@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pomoview.dataflow.node import EvictCols, FetchRequest, Node, StateSummary, Value, active
+from pomoview.dataflow.operators.filter import COMPARE
 from pomoview.dataflow.state.collection_index import (
     Changes,
     CollectionIndex,
@@ -78,15 +79,6 @@ class Compare:
     op: str
     right: str | Const
 
-
-_OPS: dict[str, Callable[[Any, Any], Any]] = {
-    "==": operator.eq,
-    "!=": operator.ne,
-    "<": operator.lt,
-    "<=": operator.le,
-    ">": operator.gt,
-    ">=": operator.ge,
-}
 
 Binding = tuple[Any, ...]  # the values of a path's variables bound so far, in its order
 # Where a value comes from: (its position in the binding, None), or (-1, a constant).
@@ -189,7 +181,7 @@ class WcojJoin(Node):
         body = {v for names in self.atom_vars for v in names}
         assert set(variables) == body and len(variables) == len(body), "variables: each of the body's once"
         for c in constraints:
-            assert c.op in _OPS and c.left in body and (isinstance(c.right, Const) or c.right in body), c
+            assert c.op in COMPARE and c.left in body and (isinstance(c.right, Const) or c.right in body), c
         # One index set per distinct input node: a relation read by several atoms is shared.
         self.relation_of: list[int] = []
         self.relations: list[RelationIndexes] = []
@@ -260,7 +252,7 @@ class WcojJoin(Node):
         for c in self.constraints:
             names = {c.left} | ({c.right} if isinstance(c.right, str) else set())
             if names <= bound.keys() and names & set(new):
-                out.append(_Test(_OPS[c.op], part(c.left), part(c.right)))
+                out.append(_Test(COMPARE[c.op], part(c.left), part(c.right)))
         return out
 
     def _plan(self, start: tuple[str, ...], i: int) -> _Path:

@@ -37,7 +37,7 @@ from pomoview.dataflow.operators.distinct_incremental import DistinctIncremental
 from pomoview.dataflow.operators.distinct_trace import DistinctTrace
 from pomoview.dataflow.operators.extend import Extend
 from pomoview.dataflow.operators.feedback import Feedback
-from pomoview.dataflow.operators.filter import Filter
+from pomoview.dataflow.operators.filter import COMPARE, Filter
 from pomoview.dataflow.operators.import_stream import Import
 from pomoview.dataflow.operators.index_with import IndexWith
 from pomoview.dataflow.operators.join import Join
@@ -64,15 +64,6 @@ from pomoview.planner.ir.cyclic import multi_joins
 from pomoview.planner.ir.provenance import Key, Keyed, Provenance
 
 UserFunction = Callable[[list[tuple[Any, ...]]], object]
-
-COMPARE: dict[str, Callable[[Any, Any], Any]] = {
-    "==": operator.eq,
-    "!=": operator.ne,
-    "<": operator.lt,
-    "<=": operator.le,
-    ">": operator.gt,
-    ">=": operator.ge,
-}
 
 
 def _positions(schema: tuple[str, ...], names: tuple[str, ...]) -> tuple[int, ...]:

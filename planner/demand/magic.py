@@ -193,34 +193,24 @@ def _rewrite(
     magic: list[str] = []
     wanted: list[Adornment] = []
     for lit in rule.body:
-        kind = checked.relations[lit.relation].kind if isinstance(lit, ast.Atom) else None
-        if isinstance(lit, ast.Atom) and kind == "source" and lit.relation in sliced and not late:
-            binds = _bound(lit, known)
-            if binds:
-                want = (lit.relation, binds)
-                attributes = checked.relations[lit.relation].attributes
-                need_head = ast.Atom(
-                    names.need(want, attributes),
-                    tuple(arg for arg in lit.args if arg.attribute in binds),
-                    lit.position,
-                )
-                magic.append(text.rule(ast.Rule(need_head, False, tuple(prefix), rule.position)))
+        atom = lit if isinstance(lit, ast.Atom) else None
+        kind = None if atom is None else checked.relations[atom.relation].kind
+        sliced_here = atom is not None and kind == "source" and not late and atom.relation in sliced
+        binds = _bound(atom, known) if atom is not None and (kind == "derived" or sliced_here) else None
+        if atom is not None and binds:
+            # A derived atom is read from its adorned copy, whose demand a magic rule passes
+            # on; a sliced source from its slice, whose keys a need rule asks for.
+            want = (atom.relation, binds)
+            attributes = checked.relations[atom.relation].attributes
+            name = names.need(want, attributes) if sliced_here else names.magic(want, attributes)
+            asked = ast.Atom(name, tuple(arg for arg in atom.args if arg.attribute in binds), atom.position)
+            if _plain(asked) != _plain(guard):  # `m(x: X) :- m(x: X), ...` adds nothing
+                magic.append(text.rule(ast.Rule(asked, False, tuple(prefix), rule.position)))
+            if sliced_here:
                 slices[want] = None
-                lit = ast.Atom(names.adorned(want, attributes), lit.args, lit.position)
-        elif isinstance(lit, ast.Atom) and kind == "derived":
-            binds = _bound(lit, known)
-            if binds:
-                want = (lit.relation, binds)
-                attributes = checked.relations[lit.relation].attributes
-                magic_head = ast.Atom(
-                    names.magic(want, attributes),
-                    tuple(arg for arg in lit.args if arg.attribute in binds),
-                    lit.position,
-                )
-                if _plain(magic_head) != _plain(guard):  # `m(x: X) :- m(x: X), ...` adds nothing
-                    magic.append(text.rule(ast.Rule(magic_head, False, tuple(prefix), rule.position)))
+            else:
                 wanted.append(want)
-                lit = ast.Atom(names.adorned(want, attributes), lit.args, lit.position)
+            lit = ast.Atom(names.adorned(want, attributes), atom.args, atom.position)
         body.append(lit)
         if _repeatable(lit, known):
             prefix.append(lit)
