@@ -110,15 +110,37 @@ class SourceIndex(KeyedNode):
         cuts = (np.flatnonzero(ordered[1:] != ordered[:-1]) + 1).tolist()
         starts, ends = [0, *cuts], [*cuts, len(items)]
         state, at = self.state, order.tolist()
+        packed = self._packed_columns(items, order)
         weights: dict[Row, int] = {}
         for key, start, end in zip(ordered[starts].tolist(), starts, ends, strict=True):
             if not state.is_present((key,)):
                 self.metrics.dropped += end - start
                 continue
-            changed = state.set_presence((key,), [items[i] for i in at[start:end]])
+            if packed is None:
+                changed = state.set_presence((key,), [items[i] for i in at[start:end]])
+            else:
+                values, inserting = packed
+                rows = [items[i][0] for i in at[start:end]]
+                changed = state.set_presence_values((key,), rows, values[start:end], inserting[start:end])
             assert changed is not None
             weights.update(changed)
         return ZSet.of_weights(weights)
+
+    def _packed_columns(
+        self, items: list[tuple[Row, int]], order: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """For a packed state: the rows' values in the packed column (int64) and whether each
+        is inserted, in `order`, taken once for the batch; None without a layout or when a
+        value is not a 64-bit int."""
+        layout = self.state.layout
+        if layout is None:
+            return None
+        p = layout.value_pos
+        values = np.array([row[p] for row, _ in items])
+        if values.dtype != np.int64:
+            return None
+        inserting = np.fromiter((op > 0 for _, op in items), dtype=bool, count=len(items))
+        return values[order], inserting[order]
 
     def hydrate(self) -> list[FetchRequest]:
         if self.state.partial:

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator, Mapping
 import numpy as np
 
 from pomoview.dataflow.state.int_set import IntSet, fits
+from pomoview.dataflow.state.packed_presence import packed_presence
 from pomoview.dataflow.zset import ZSet
 
 
@@ -27,9 +28,6 @@ Key = tuple[object, ...]
 
 # A group of a packed state holds its rows as an IntSet from this many rows on.
 PACK_MIN = 8
-# A packed group takes a batch at once from this many rows on (below, numpy's fixed cost per
-# call outweighs a hash lookup per row).
-PACKED_BATCH_MIN = 16
 # `estimate_bytes` sizes keys and groups from this many groups, and rows from an eighth as
 # many rows of each.
 _SAMPLE = 64
@@ -352,28 +350,28 @@ class KeyedState:
         values = [row[p] for row, _ in ops]
         if not all(fits(v) for v in values):
             return None
-        if len(ops) < PACKED_BATCH_MIN:
-            changed = []
-            for (row, op), value in zip(ops, values, strict=True):
-                present = value in ints
-                if op > 0 and not present:
-                    ints.add(value)  # type: ignore[arg-type]
-                    changed.append((row, 1))
-                elif op < 0 and present:
-                    ints.discard(value)  # type: ignore[arg-type]
-                    changed.append((row, -1))
-            delta = sum(sign for _, sign in changed)
-        else:
-            array = np.array(values, dtype=np.int64)
-            held = ints.contains_many(array)
-            inserting = np.fromiter((op > 0 for _, op in ops), dtype=bool, count=len(ops))
-            adds = inserting & ~held
-            removes = ~inserting & held
-            ints.add_many(array[adds].tolist())
-            ints.discard_many(array[removes].tolist())
-            delta = int(adds.sum()) - int(removes.sum())
-            signs = adds.astype(np.int8) - removes.astype(np.int8)
-            changed = [(row, sign) for (row, _), sign in zip(ops, signs.tolist(), strict=True) if sign]
+        inserting = np.fromiter((op > 0 for _, op in ops), dtype=bool, count=len(ops))
+        rows = [row for row, _ in ops]
+        return self._packed_changes(ints, rows, np.array(values, dtype=np.int64), inserting)
+
+    def set_presence_values(
+        self, key: Key, rows: list[Row], values: np.ndarray, inserting: np.ndarray
+    ) -> list[tuple[Row, int]] | None:
+        """`set_presence` for a state with a layout, given the rows' values in its packed
+        column (int64, taken once for a whole batch) and whether each row is inserted."""
+        stored = self._groups.get(key)
+        if stored is None and self.partial:
+            return None
+        if type(stored) is IntSet:
+            return self._packed_changes(stored, rows, values, inserting)
+        ops = [(row, 1 if ins else -1) for row, ins in zip(rows, inserting.tolist(), strict=True)]
+        return self.set_presence(key, ops)
+
+    def _packed_changes(
+        self, ints: IntSet, rows: list[Row], values: np.ndarray, inserting: np.ndarray
+    ) -> list[tuple[Row, int]]:
+        changed = packed_presence(ints, rows, values, inserting)
+        delta = sum(sign for _, sign in changed)
         self._rows += delta
         self._packed_rows += delta
         return changed
