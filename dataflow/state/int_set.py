@@ -104,10 +104,13 @@ class IntSet:
 
     def add_many(self, values: Iterable[int]) -> None:
         """Adds values none of which is in the set (distinct), merging at most once."""
-        new = set(values)
-        back = new & self.removed
-        self.removed -= back
-        self.added |= new - back
+        if self.removed:
+            new = set(values)
+            back = new & self.removed
+            self.removed -= back
+            self.added |= new - back
+        else:  # the common case under inserts: nothing removed since the last merge
+            self.added.update(values)
         self._maybe_merge()
 
     def discard_many(self, values: Iterable[int]) -> None:
