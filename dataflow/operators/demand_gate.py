@@ -21,6 +21,8 @@ Contract:
   are counted in `filling`, so that an eviction between rounds does not release them.
   During a step (a TopK's refill, `fetches_allowed()` false) every key asked is demanded
   and settled already: a key present below is.
+- A write that makes a slice need keys it has not fetched evicts the keys below and keeps
+  their demand (`evict_settled`): the next lookup fetches what is lacking and reads.
 - Eviction: the state below evicts its keys on its own; `release` then retracts the demand
   of every key no state below holds and no fill holds (one step deleting them), and the
   slices drop the rows no longer needed, so the states above shrink. The states above are
@@ -113,9 +115,17 @@ class DemandGate(Node):
 
     def evict_settled(self) -> int:
         """Evicts every key present below (not those a fill holds, which are not present
-        yet), then releases their demand: what a write does when it makes a slice need keys
-        it has not fetched (Graph.step), since those keys' answers would miss rows until
-        fetched. Returns how many keys it evicted."""
+        yet): what a write does when it makes a slice need keys it has not fetched
+        (Graph.step), since those keys' answers would miss rows until fetched. Returns how
+        many keys it evicted.
+
+        Their demand stays: the states above go on maintaining their rows, and the next
+        lookup of one finds it demanded, fetches what the slices lack (`upquery`'s fill
+        loop) and reads it, one round per new level of keys. Retracting the demand here
+        made that lookup derive the key's whole answer again, and the retraction cost as
+        much (bench/recursive_lookup.py: an insert was visible after 2 s at the median and
+        210 s at p99). A budget eviction (`release`) retracts them, as no state below
+        holds them."""
         evicted = 0
         for consumer, _ in self.consumers:
             if isinstance(consumer, KeyedNode):
@@ -123,7 +133,6 @@ class DemandGate(Node):
                 # waits for the next fill through this gate (a limit written in the issue).
                 state = consumer.state
                 evicted += consumer.evict_own([k for k in state.keys() if k not in state.pinned])
-        self.release()
         return evicted
 
     def check(self) -> None:
