@@ -171,3 +171,30 @@ def test_the_recursion_is_reported_demand_driven_and_empties_with_its_demand(who
         engine.graph.graph.evict(1 << 40)
     info = {i.operator: i for i in engine.graph.graph.node_infos()}["Child"]
     assert info.partial and not info.unmeasured and info.rows < held.rows, info
+
+
+def test_a_write_that_needs_unfetched_rows_keeps_the_demand_and_the_next_lookup_fetches_them() -> None:
+    """Sources sliced: an edge from a node of 3's closure to a new node makes the slice of
+    edge need a key it never fetched. The reader's key goes (its answer would lack that
+    node's edges), its demand and the demanded rows stay, and the next lookup fetches the
+    lacking key only: it pushes no demand again, and answers as the full engine does."""
+    chain = [{"x": i, "y": i + 1} for i in range(6)] + [{"x": 30, "y": 31}]
+    partial, full = Engine(TC_LEFT, whole_source_rows=0), Engine(TC_LEFT, partial=False)
+    for engine in (partial, full):
+        engine.write(insert={"edge": chain})
+    assert partial.lookup("reach", {"x": 3}) == full.lookup("reach", {"x": 3}) == {(3, 4), (3, 5), (3, 6)}
+    (gate,) = gates(partial)
+    (piece,) = gate.slices
+    reader = partial.graph.graph.readers[next(iter(partial.graph.graph.readers))]
+    pushed, released = gate.metrics.filled_keys, gate.released
+    for engine in (partial, full):
+        engine.write(insert={"edge": [{"x": 6, "y": 30}]})  # 6 now reaches 30, never fetched
+    assert (30,) in piece.unmet
+    assert not reader.state.is_present((3,)), "the key's answer lacks 30's edges: it must go"
+    assert gate.demanded == {(3,)} and gate.released == released
+    assert demanded_rows(gate) == {(3, 4), (3, 5), (3, 6), (3, 30)}
+    assert partial.lookup("reach", {"x": 3}) == full.lookup("reach", {"x": 3})
+    assert (3, 31) in partial.lookup("reach", {"x": 3})
+    assert gate.metrics.filled_keys == pushed and gate.released == released
+    assert not piece.unmet
+    partial.graph.graph.check_invariants()
