@@ -26,6 +26,12 @@ def median(runs: Results, get: Callable[[dict[str, Any]], float]) -> float:
     return statistics.median(get(r) for r in runs)
 
 
+def spread(runs: Results, get: Callable[[dict[str, Any]], float]) -> str:
+    """The rounds' lowest and highest, when there are several."""
+    values = [get(r) for r in runs]
+    return f"{min(values):.2f}-{max(values):.2f}" if len(values) > 1 else "1 round"
+
+
 def pooled(runs: Results, get: Callable[[dict[str, Any]], list[float]]) -> list[float]:
     return [x for r in runs for x in get(r)]
 
@@ -48,7 +54,7 @@ def write_times(runs: Results, kinds: Sequence[str] = WRITE_KINDS) -> list[float
 
 def plan_figures(runs: Results, inputs_output: int) -> dict[str, tuple[str, float]]:
     """Each figure of one plan: its text and the number the ratio column divides."""
-    whole = median(runs, lambda r: r["whole"]["s"])
+    whole, jobs = median(runs, lambda r: r["whole"]["s"]), median(runs, lambda r: r["whole"]["jobs"])
     largest = median(runs, lambda r: r["whole"]["states"]["largest"])
     st, keyed = runs[0]["whole"]["states"], runs[0]["keyed"]["states"]
     growth = median(runs, lambda r: r["whole"]["rss_after"] - r["whole"]["rss_before"])
@@ -57,7 +63,7 @@ def plan_figures(runs: Results, inputs_output: int) -> dict[str, tuple[str, floa
     cold, warm = pooled(runs, lambda r: r["keyed"]["cold"]), pooled(runs, lambda r: r["keyed"]["warm"])
     cold_jobs = pooled(runs, lambda r: r["keyed"]["jobs"])
     out = {
-        "whole": (f"{whole:.2f} ({median(runs, lambda r: r['whole']['jobs']):.0f} jobs)", whole),
+        "whole": (f"{whole:.2f} ({spread(runs, lambda r: r['whole']['s'])}; {jobs:.0f} jobs)", whole),
         "largest": (f"{largest:,.0f} ({short(st['largest_detail'])})", largest),
         "largest_io": (f"{largest / inputs_output:.2f}x", largest / inputs_output),
         "total": (f"{st['total']:,} ({st['sources']} SourceIndex)", st["total"]),
@@ -79,7 +85,7 @@ def plan_figures(runs: Results, inputs_output: int) -> dict[str, tuple[str, floa
 
 
 LABELS = {
-    "whole": "hydration + read, s (Spark jobs)",
+    "whole": "hydration + read, s (rounds' range; Spark jobs)",
     "largest": "largest intermediate state, rows",
     "largest_io": "  / (inputs + output)",
     "total": "all states' rows",
@@ -93,7 +99,7 @@ LABELS = {
     "delete hub": "delete it: p50 ms",
     "insert random": "insert, a random edge: p50 ms",
     "delete random": "delete it: p50 ms",
-    "rss_writes": "server RSS growth, whole view + writes, MiB",
+    "rss_writes": "RSS growth by the writes' end (tri(a)'s join too), MiB",
     "start": "server start, Spark up, a warm-up lookup: s",
 }
 SECTIONS = (
