@@ -217,7 +217,8 @@ def check_plan(run: Run, plan: str, address: str, view: str, what: str) -> bool:
 
 def on_server(run: Run, plan: str, label: str) -> dict[str, Any]:
     """A fresh `pomoview serve` of `plan` over the run's data folder (the first one loads
-    the Parquet file): every phase, then the server stopped whatever happens."""
+    the Parquet file): every phase, then the server stopped whatever happens; when a phase
+    fails, the end of the server's log is printed first."""
     server = ServerProcess(
         run.folder / "data",
         program=run.folder / "program.pomo",
@@ -235,21 +236,30 @@ def on_server(run: Run, plan: str, label: str) -> dict[str, Any]:
             started += run.loaded["s"]
         out: dict[str, Any] = {"warm_up_s": timed(db.lookup, WARM_UP, {"src": run.shape.hub})[0]}
         out["start_s"] = time.perf_counter() - started
-        out["whole"] = whole_phase(run, db, plan, label)
-        out["explain_whole"] = check_plan(run, plan, server.address, WHOLE, label)
-        out["writes"] = write_phase(run, db, label)
-        out["rss_writes"] = rss(db)
-        dt, rows = timed(db.lookup, WHOLE, {})
-        run.check.same(triples(rows), run.truth, f"{label}: {WHOLE}() after the writes")
-        out["reread_s"] = dt
-        db.install(PROGRAM)  # drops every state: the keyed view from nothing
-        out["keyed"] = keyed_phase(run, db, label)
-        out["explain_keyed"] = check_plan(run, plan, server.address, KEYED, label)
-        return out
+        return phases(run, db, server.address, plan, label, out)
+    except BaseException:
+        log = server.log_path.read_text(errors="replace") if server.log_path.exists() else ""
+        print(f"{label} failed; the end of the server's log:\n{log[-4000:]}", file=sys.stderr)
+        raise
     finally:
         db.close()
         if server.process is not None and server.process.poll() is None:
             server.stop(timeout=300.0)
+
+
+def phases(run: Run, db: Client, address: str, plan: str, label: str, out: dict[str, Any]) -> dict[str, Any]:
+    """The whole view, the writes, the keyed view from nothing; `explain` of both."""
+    out["whole"] = whole_phase(run, db, plan, label)
+    out["explain_whole"] = check_plan(run, plan, address, WHOLE, label)
+    out["writes"] = write_phase(run, db, label)
+    out["rss_writes"] = rss(db)
+    dt, rows = timed(db.lookup, WHOLE, {})
+    run.check.same(triples(rows), run.truth, f"{label}: {WHOLE}() after the writes")
+    out["reread_s"] = dt
+    db.install(PROGRAM)  # drops every state: the keyed view from nothing
+    out["keyed"] = keyed_phase(run, db, label)
+    out["explain_keyed"] = check_plan(run, plan, address, KEYED, label)
+    return out
 
 
 # -- the phases --------------------------------------------------------------------------------
