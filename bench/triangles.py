@@ -9,9 +9,11 @@ Data (seeded numpy, triangles_data.py): a directed power-law graph of 200,000 x 
 (2.5: the hub has about 1,700 out-edges and as many in-edges); written as Parquet and loaded
 once with `pomoview load` into one data folder, which every server of the run then starts
 over. The header says how many two-paths the graph has: the binary plan holds them all
-(hydration time and memory grow with them, about 7 s and 180 MB per million here), the
-worst-case-optimal one holds indexes of the edges only. Skew 2.5 keeps the binary plan to
-about a minute on two cores; 2.3 triples its two-paths.
+(hydration time and memory grow with them, about 6 s and 180 MiB per million here), the
+worst-case-optimal one holds indexes of the edges only. Skew 2.5 (10.6 million two-paths)
+keeps the binary plan to about a minute on two cores; 2.3 nearly triples its two-paths. The
+whole view's answer is one gRPC message, which the client takes up to 4 MiB of (about
+500,000 triangles: skew 2.1 has a million), so a graph with more stops before the servers.
 
 Views (PROGRAM): `triangles()`, the whole relation (read with no key), and `tri(a)`, the same
 body looked up by its first vertex. Each is its own relation, so each has its own join.
@@ -42,8 +44,8 @@ Peers: DuckDB's triangle query over the Parquet file (a fresh read each time) an
 
 Medians over the rounds (write and lookup times pooled over them). Goals are reported, not
 asserted; every answer is checked, and the benchmark exits non-zero (after the table) when
-any differs or `explain` shows the other plan. `--scale 1` takes about ten minutes on two
-shared cores, most of it the binary plan and JVM boots.
+any differs or `explain` shows the other plan. `--scale 1` takes six to eight minutes on two
+shared cores, most of it the binary plan and JVM boots; `--scale 0.1` about three.
 """
 
 from __future__ import annotations
@@ -110,6 +112,7 @@ view successors(src).
 """
 WHOLE, KEYED, WARM_UP = "triangles", "tri", "successors"
 PLANS = {"wcoj": [], "binary": ["--binary-joins"]}
+MAX_TRIANGLES = 450_000  # at about 8 bytes each, what the whole view's answer fits in 4 MiB
 STARTED = [time.monotonic()]
 
 
@@ -389,6 +392,11 @@ def prepare(args: argparse.Namespace, folder: Path) -> tuple[Run, np.ndarray]:
     duck = Duck(parquet)
     warm_s, truth = duck.triangles()  # also warms DuckDB up; not counted
     say(f"DuckDB: {len(truth):,} triangles ({warm_s:.2f} s, first query, not counted)")
+    if len(truth) > MAX_TRIANGLES:
+        raise SystemExit(
+            f"{len(truth):,} triangles: the whole view's answer would pass the client's 4 MiB message "
+            f"(about {MAX_TRIANGLES:,} triangles); use a smaller --scale or a larger --skew"
+        )
     writes = pick_writes(pairs, s.hub, args.writes, args.seed)
     keys = random_keys(pairs, args.keys, args.seed, leave_out=s.hub)
     return Run(args, folder, parquet, s, duck, truth, writes, keys), pairs
