@@ -258,3 +258,34 @@ def test_trace_before_of_a_partial_trace_keeps_missing_keys_missing() -> None:
     assert before.values("k") == {"v": {(0, 0): 1}}
     trace.fill("e", [])
     assert before.values("e") == {}
+
+
+def _exact_bytes(trace: Trace) -> int:
+    """Every key, value and time sized, as `estimate_bytes` does for the ones it samples."""
+    import sys
+
+    def deep(v: object) -> int:
+        return sys.getsizeof(v) + (sum(sys.getsizeof(x) for x in v) if type(v) is tuple else 0)
+
+    total = sys.getsizeof(trace._keys)
+    for key, values in trace._keys.items():
+        total += deep(key) + sys.getsizeof(values)
+        for value, times in values.items():
+            total += deep(value) + sys.getsizeof(times) + sum(deep(t) for t in times)
+    return total
+
+
+@pytest.mark.parametrize("shape", ["uniform", "one-wide-key"])
+def test_estimate_bytes_samples_keys_and_values_and_is_close(shape: str) -> None:
+    """A closure's trace: a few keys with thousands of values each, or one key with most of
+    them. The estimate, from 64 keys and 8 values of each, is within 25% of every entry
+    sized."""
+    trace = Trace()
+    widths = [2000] * 100 if shape == "uniform" else [20_000] + [3] * 200
+    for k, width in enumerate(widths):
+        for v in range(width):
+            trace.insert((k,), (k, v), (0, v % 3), 1)
+            if v % 5 == 0:
+                trace.insert((k,), (k, v), (1, 0), -1)
+    exact = _exact_bytes(trace)
+    assert abs(trace.estimate_bytes() - exact) <= 0.25 * exact, (trace.estimate_bytes(), exact)
