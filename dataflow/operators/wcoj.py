@@ -34,8 +34,14 @@ Contract:
   same way over every atom (a lookup path per set of columns, whose indexes are made, from
   the rows held, at its first use); one by no column, the whole join, is path 0 over every
   row of atom 0.
-- Not yet: negation as a constraining binding (the planner applies it after the join, as
-  an antijoin), a variable repeated within one atom, an atom with no variable (the planner,
+- Negation: the last `negated` atoms are negated (`not r(...)`), each over variables the
+  positive atoms bind. A negated atom is a factor too, [its tuple is absent] (absent: a
+  total weight that is not positive, as ra.AntiJoin reads its right side), placed after
+  every positive atom in the sum above. It constrains a binding once the binding is
+  whole (a membership test that drops it when the tuple is present); its own update path
+  starts from the tuples whose presence the step flipped (+1 gone, -1 come) and extends
+  them over the positive atoms.
+- Not yet: a variable repeated within one atom, an atom with no variable (the planner,
   planner/ir/cyclic.py, keeps the first whole, filtered below the join, and joins the second
   above it).
 """
@@ -146,6 +152,7 @@ class _Path:
     checks: list[_Access]  # memberships of atoms the start binds entirely
     tests: list[_Test]  # constraints the start binds
     steps: list[_Step]
+    absent: list[_Access]  # the negated atoms other than `atom`, tested once bound whole
     output: Getter
 
 
@@ -163,23 +170,27 @@ class WcojJoin(Node):
         variables: tuple[str, ...],
         constraints: tuple[Compare, ...] = (),
         labels: tuple[str, ...] | None = None,
+        negated: int = 0,
     ) -> None:
         """`labels` name the atoms' relations in `describe` (default: an input's source, else
-        its port)."""
-        assert len(inputs) == len(atoms) >= 2, "one atom per input, two at least"
+        its port); the last `negated` atoms are negated."""
+        assert len(inputs) == len(atoms) >= 2 + negated, "one atom per input, two positive at least"
         assert labels is None or len(labels) == len(atoms)
         super().__init__(variables, inputs)
         self.atoms = atoms
         self.constraints = constraints
         self.labels = labels
+        self.positive = len(atoms) - negated  # atoms [0, positive) are positive
         self.atom_vars: list[tuple[str, ...]] = []
         for node, terms in zip(inputs, atoms, strict=True):
             assert len(terms) == len(node.schema), f"atom {terms} over {node.schema}"
             names = tuple(t for t in terms if isinstance(t, str))
             assert len(set(names)) == len(names), f"a variable repeated in {terms}"
             self.atom_vars.append(names)
-        body = {v for names in self.atom_vars for v in names}
+        body = {v for names in self.atom_vars[: self.positive] for v in names}
         assert set(variables) == body and len(variables) == len(body), "variables: each of the body's once"
+        for names in self.atom_vars[self.positive :]:
+            assert names and set(names) <= body, f"a negated atom over {names}: unsafe, or no variable"
         for c in constraints:
             assert c.op in COMPARE and c.left in body and (isinstance(c.right, Const) or c.right in body), c
         # One index set per distinct input node: a relation read by several atoms is shared.
@@ -212,7 +223,7 @@ class WcojJoin(Node):
             def score(v: str) -> int:
                 return sum(
                     1
-                    for j in range(len(self.atoms))
+                    for j in range(self.positive)
                     if j != i and v in self.atom_vars[j] and self._constrained(j, bound)
                 )
 
@@ -263,13 +274,13 @@ class WcojJoin(Node):
         terms = self.atoms[i] if i >= 0 else ()
         checks = [
             self._access(j, bound, None)
-            for j in range(len(self.atoms))
+            for j in range(self.positive)
             if j != i and set(self.atom_vars[j]) <= bound.keys()
         ]
         tests = self._tests(bound, start)
         steps = []
         for v in order[len(start) :]:
-            holding = [j for j in range(len(self.atoms)) if j != i and v in self.atom_vars[j]]
+            holding = [j for j in range(self.positive) if j != i and v in self.atom_vars[j]]
             # An atom with none of its columns bound yet would propose or validate against a
             # whole column (an index keyed by nothing): it waits for a later variable, which
             # binds it with this one. Unless the variable is its last, or no atom is bound.
@@ -285,6 +296,7 @@ class WcojJoin(Node):
             checks=checks,
             tests=tests,
             steps=steps,
+            absent=[self._access(j, bound, None) for j in range(self.positive, len(self.atoms)) if j != i],
             output=_getter([(bound[v], None) for v in self.schema]),
         )
 
@@ -317,10 +329,23 @@ class WcojJoin(Node):
                 changed = changes.get(self.relation_of[access.atom]) if access.atom < i else None
                 return view(access.index, changed[access.index] if changed else None)
 
-            self._run(path, self._start(path, delta.items()), seen, out)
+            rows = delta.items() if path.atom < self.positive else self._flips(path.atom, delta)
+            self._run(path, self._start(path, rows), seen, out)
         for r, changed in changes.items():
             self.relations[r].apply(changed)
         return out
+
+    def _flips(self, atom: int, delta: ZSet[Row]) -> Iterable[tuple[Row, int]]:
+        """The change of a negated atom's factor [absent] per tuple of its relation's `delta`:
+        +1 for a tuple the step made absent, -1 for one it made present (before the step's
+        changes are applied: the covering index holds the weights before it)."""
+        held = self.relations[self.relation_of[atom]].covering()
+        where, at = held.key_cols, held.value_col
+        for row, weight in delta.items():
+            old = held.validate(tuple(row[c] for c in where), row[at])
+            flip = (old > 0) - (old + weight > 0)
+            if flip:
+                yield row, flip
 
     @staticmethod
     def _start(path: _Path, rows: Iterable[tuple[Row, int]]) -> Iterable[tuple[Binding, int]]:
@@ -353,8 +378,10 @@ class WcojJoin(Node):
             if not bindings:
                 return
             bindings = _extend([(a, seen(a)) for a in step.extenders], step.tests, bindings)
+        absent = [(a, seen(a)) for a in path.absent]
         for b, weight in bindings:
-            out.add(path.output(b), weight)
+            if all(_absent(a, held, b) for a, held in absent):
+                out.add(path.output(b), weight)
 
     # -- state ---------------------------------------------------------------------------
 
@@ -403,7 +430,7 @@ class WcojJoin(Node):
         def atom(i: int) -> str:
             name = self.labels[i] if self.labels else getattr(self.inputs[i], "source", None) or f"#{i}"
             terms = ", ".join(repr(t.value) if isinstance(t, Const) else t for t in self.atoms[i])
-            return f"{name}({terms})"
+            return f"{'not ' if i >= self.positive else ''}{name}({terms})"
 
         body = ", ".join(atom(i) for i in range(len(self.atoms)))
         where = "".join(
@@ -416,6 +443,12 @@ class WcojJoin(Node):
             for p in self.paths
         )
         return f"WcojJoin({body}{where}; orders {orders}; full)"
+
+
+def _absent(access: _Access, held: Extensions, b: Binding) -> bool:
+    """Whether a negated atom's tuple under `b` is absent (no positive weight)."""
+    assert access.value is not None, "a negated atom is a membership test"
+    return held.validate(access.prefix(b), access.value(b)) <= 0
 
 
 def _as_they_are(access: _Access) -> Extensions:

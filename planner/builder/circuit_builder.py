@@ -127,7 +127,7 @@ def _multi_join(expr: ra.MultiJoin, ins: list[Node]) -> WcojJoin:
     """The WcojJoin of a MultiJoin over its atoms' nodes (`ins`, one per atom: an input
     read by several atoms is one node, which the WcojJoin indexes once)."""
     atoms: list[tuple[Term, ...]] = []
-    for (atom, terms), node in zip(expr.atoms, ins, strict=True):
+    for (atom, terms), node in zip(expr.atoms + expr.negated, ins, strict=True):
         assert node.schema == atom.schema, (node.schema, atom.schema)
         atoms.append(tuple(t if isinstance(t, str) else WcojConst(t.value) for t in terms))
     constraints = []
@@ -135,13 +135,14 @@ def _multi_join(expr: ra.MultiJoin, ins: list[Node]) -> WcojJoin:
         assert isinstance(c.left, ra.Col), "cyclic.py puts a variable on the left"
         right = c.right.name if isinstance(c.right, ra.Col) else WcojConst(c.right.value)
         constraints.append(WcojCompare(c.left.name, c.op, right))
-    labels = tuple(_label(atom) or f"#{i}" for i, (atom, _) in enumerate(expr.atoms))
+    labels = tuple(_label(atom) or f"#{i}" for i, (atom, _) in enumerate(expr.atoms + expr.negated))
     return WcojJoin(
         tuple(ins),
         tuple(atoms),
         expr.variables,
         tuple(constraints),
         labels,
+        negated=len(expr.negated),
     )
 
 

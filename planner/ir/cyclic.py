@@ -9,7 +9,8 @@ another atom holds, does not leave a single atom). A triangle `e(a,b), e(b,c), e
 atom holding all three variables (each edge is inside it). The tree, and the comparisons of
 the Select that lower.apply_constraints put right above it, become one MultiJoin whose
 constraints are those comparisons (one between two constants stays in a Select above it).
-Negations and aggregates stay where lowering put them, above the MultiJoin.
+A negation right above it (an AntiJoin, lower.py's) becomes a negated atom of the MultiJoin,
+tested inside the operator as soon as a binding is whole; aggregates stay above it.
 
 Why: a chain of binary joins over a cyclic body materializes and keeps an intermediate
 (a triangle's two-paths) that can be far larger than both the inputs and the answer, and
@@ -133,7 +134,18 @@ class _Rewriter:
         if isinstance(expr, ra.Select) and _is_tree(expr.input):
             return self._join_tree(expr.input, expr.predicates)  # type: ignore[arg-type]
         new = {id(c): self.done[id(c)] for c in self._below(expr)}
+        if isinstance(expr, ra.AntiJoin) and isinstance(new[id(expr.left)], ra.MultiJoin):
+            return self._negated(new[id(expr.left)], new[id(expr.right)])  # type: ignore[arg-type]
         return _with_children(expr, new)
+
+    def _negated(self, joined: ra.MultiJoin, right: ra.Expr) -> ra.Expr:
+        """`not right` above a MultiJoin, as one of its negated atoms: the operator then tests
+        it as soon as a binding is whole, in its own update paths, with no state but its
+        index (an AntiJoin above would keep the join's rows keyed, and its right side).
+        One over no variable (all constants) stays an AntiJoin."""
+        if not right.schema:
+            return ra.AntiJoin(joined, right)
+        return replace(joined, negated=joined.negated + (self._atom(right),))
 
     def _join_tree(self, root: ra.Join | ra.SemiJoin, predicates: tuple[ra.Compare, ...]) -> ra.Expr:
         leaves = [self.done[id(leaf)] for leaf in _tree(root)]
@@ -230,5 +242,9 @@ def _with_children(expr: ra.Expr, new: dict[int, ra.Expr]) -> ra.Expr:
     if isinstance(expr, ra.Union):
         return ra.Union(tuple(new[id(i)] for i in expr.inputs))
     if isinstance(expr, ra.MultiJoin):
-        return replace(expr, atoms=tuple((new[id(e)], terms) for e, terms in expr.atoms))
+        return replace(
+            expr,
+            atoms=tuple((new[id(e)], terms) for e, terms in expr.atoms),
+            negated=tuple((new[id(e)], terms) for e, terms in expr.negated),
+        )
     raise AssertionError(f"no rewrite of the children of {type(expr).__name__}")

@@ -167,7 +167,7 @@ def _plan_inputs(
     if isinstance(expr, ra.Union):
         return expr, None, [(i, key) for i in expr.inputs], {}
     if isinstance(expr, ra.MultiJoin):  # full, and so are its inputs (see the docstring)
-        return expr, None, [(atom, None) for atom, _ in expr.atoms], {}
+        return expr, None, [(atom, None) for atom, _ in expr.atoms + expr.negated], {}
     if isinstance(expr, ra.Distinct):
         return expr, None, [(expr.input, key)], {}
     raise AssertionError(f"no provenance rule for {type(expr).__name__} at the root: {expr!r}")

@@ -190,11 +190,13 @@ class MultiJoin:
     several atoms is one object, so that the operator indexes it once. `constraints`
     compare a variable (always on the left) with a variable or a constant. The output has
     a column per variable, in the order of `variables`; its weight is the product of the
-    atoms' rows' weights, as for a chain of Joins."""
+    atoms' rows' weights, as for a chain of Joins. `negated` atoms, each over variables
+    of `atoms`, drop the rows whose tuple they hold, as AntiJoins above it would."""
 
     atoms: tuple[tuple[Expr, tuple[AtomTerm, ...]], ...]
     variables: tuple[str, ...]
     constraints: tuple[Compare, ...] = ()
+    negated: tuple[tuple[Expr, tuple[AtomTerm, ...]], ...] = ()
 
     @cached_property
     def schema(self) -> tuple[str, ...]:
@@ -322,7 +324,7 @@ def children(expr: Expr) -> tuple[Expr, ...]:
     if isinstance(expr, Union):
         return expr.inputs
     if isinstance(expr, MultiJoin):
-        return tuple({id(e): e for e, _ in expr.atoms}.values())  # an input read twice, once
+        return tuple({id(e): e for e, _ in expr.atoms + expr.negated}.values())  # read twice: once
     return ()
 
 

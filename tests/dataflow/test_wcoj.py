@@ -56,9 +56,10 @@ class Body:
     atoms: tuple[tuple[str, tuple[Term, ...]], ...]
     variables: tuple[str, ...]
     constraints: tuple[Compare, ...] = ()
+    negated: tuple[tuple[str, tuple[Term, ...]], ...] = ()  # `not r(...)` atoms
 
     def arities(self) -> dict[str, int]:
-        return {name: len(terms) for name, terms in self.atoms}
+        return {name: len(terms) for name, terms in self.atoms + self.negated}
 
 
 def holds(c: Compare, env: dict[str, int]) -> bool:
@@ -71,9 +72,15 @@ def reference(body: Body, data: dict[str, ZSet[Row]]) -> ZSet[Row]:
     """The join by nested loops over the atoms' rows, weights multiplied."""
     out: ZSet[Row] = ZSet()
 
+    def present(name: str, terms: tuple[Term, ...], env: dict[str, int]) -> bool:
+        row = tuple(t.value if isinstance(t, Const) else env[t] for t in terms)
+        return data[name].weight(row) > 0  # as ra.AntiJoin reads its right side
+
     def go(k: int, env: dict[str, int], weight: int) -> None:
         if k == len(body.atoms):
-            if all(holds(c, env) for c in body.constraints):
+            if all(holds(c, env) for c in body.constraints) and not any(
+                present(name, terms, env) for name, terms in body.negated
+            ):
                 out.add(tuple(env[v] for v in body.variables), weight)
             return
         name, terms = body.atoms[k]
@@ -115,6 +122,19 @@ BODIES = {
         ("a", "b", "c"),
         (Compare("a", "<", "b"), Compare("c", "!=", Const(2))),
     ),
+    # Negation: of the positive atoms' own relation (reversed edges), of another relation
+    # with a constant, and two negated atoms over one relation.
+    "triangle-not-reversed": Body(
+        (("e", E("a", "b")), ("e", E("b", "c")), ("e", E("a", "c"))),
+        ("a", "b", "c"),
+        negated=(("e", E("b", "a")),),
+    ),
+    "triangle-not-g": Body(
+        (("e", E("a", "b")), ("f", E("b", "c")), ("e", E("a", "c"))),
+        ("a", "b", "c"),
+        (Compare("a", "!=", "c"),),
+        negated=(("g", E("c", Const(1))), ("g", E("a", "b"))),
+    ),
     # A ternary relation, read by one bound column on some paths (non-covering indexes).
     "wide-with-constant": Body(
         (("w", E("a", "b", "c")), ("e", E("a", "d")), ("e", E("d", "b")), ("f", E("c", Const(1)))),
@@ -145,11 +165,13 @@ class Harness:
         self.inputs = {name: ZInput(name, arity) for name, arity in body.arities().items()}
         for name, ops in initial.items():
             self.inputs[name].total.extend(ZSet(ops))
+        atoms = body.atoms + body.negated
         self.join = WcojJoin(
-            tuple(self.inputs[name] for name, _ in body.atoms),
-            tuple(terms for _, terms in body.atoms),
+            tuple(self.inputs[name] for name, _ in atoms),
+            tuple(terms for _, terms in atoms),
             body.variables,
             body.constraints,
+            negated=len(body.negated),
         )
         self.sink = Sink(self.join)
         self.circuit = Circuit(self.sink)

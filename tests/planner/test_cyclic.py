@@ -74,14 +74,25 @@ def test_acyclic_bodies_keep_binary_joins(name: str) -> None:
     assert multi_joins(before)["r"] is before["r"]
 
 
-def test_comparisons_become_constraints_and_negation_stays_above() -> None:
-    expr = body_of("r(a: A, b: B, c: C) :- " + edges("AB BC AC") + ", A < B, 3 > C, !n(v: A).")
-    assert isinstance(expr, ra.AntiJoin) and expr.on == ("A",)
-    join = multi(expr.left)
+def test_comparisons_become_constraints_and_negations_negated_atoms() -> None:
+    expr = body_of(
+        "r(a: A, b: B, c: C) :- " + edges("AB BC AC") + ", A < B, 3 > C, !n(v: A), !e(src: C, dst: 2)."
+    )
+    join = multi(expr)
     assert set(join.constraints) == {
         ra.Compare(ra.Col("A"), "<", ra.Col("B")),
         ra.Compare(ra.Col("C"), "<", ra.Const(3)),  # the constant moved to the right
     }
+    negated = {e.relation: terms for e, terms in join.negated if isinstance(e, ra.Scan)}
+    assert negated == {"n": ("A",), "e": ("C", ra.Const(2))}
+    # e's negated atom reads the positive atoms' scan: one object, indexed once.
+    assert len({id(e) for e, _ in join.atoms + join.negated if getattr(e, "relation", "") == "e"}) == 1
+
+
+def test_a_negation_over_constants_only_stays_an_antijoin_above() -> None:
+    expr = body_of("r(a: A, b: B, c: C) :- " + edges("AB BC AC") + ", !n(v: 5).")
+    assert isinstance(expr, ra.AntiJoin) and expr.on == ()
+    assert not multi(expr.left).negated
 
 
 def test_constants_are_terms_and_other_atoms_stay_whole() -> None:

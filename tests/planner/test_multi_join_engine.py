@@ -44,6 +44,16 @@ def _cliques(e: Edges, f: Edges) -> set[tuple[int, ...]]:
     }
 
 
+def _open_triangles(e: Edges, f: Edges) -> set[tuple[int, ...]]:
+    # open(A, B, C) :- e(A, B), e(B, C), e(A, C), not e(C, A), not f(B, 1)
+    return {
+        (a, b, c)
+        for a, b in e
+        for b2, c in e
+        if b2 == b and (a, c) in e and (c, a) not in e and (b, 1) not in f
+    }
+
+
 PROGRAMS: dict[str, tuple[str, str, Answer, str]] = {
     # name: (rules, view, recomputation, the attribute a lookup is keyed by)
     "triangle": (
@@ -53,6 +63,15 @@ PROGRAMS: dict[str, tuple[str, str, Answer, str]] = {
         "tri",
         _triangles,
         "a",
+    ),
+    # Negated atoms inside the WcojJoin: over its own relation e, and f with a constant.
+    "triangle-not-back": (
+        "view open(c).\n"
+        "open(a: A, b: B, c: C) :- e(src: A, dst: B), e(src: B, dst: C), e(src: A, dst: C), "
+        "!e(src: C, dst: A), !f(src: B, dst: 1).\n",
+        "open",
+        _open_triangles,
+        "c",
     ),
     "4-cycle": (
         "view sq(b).\n"
@@ -125,7 +144,8 @@ def test_wcoj_plan_equals_binary_plan_and_recomputation(name: str, seed: int) ->
 
 
 def test_negated_relation_changes_above_the_wcoj_join() -> None:
-    """The negation stays an antijoin above the WcojJoin: writes to it change the answer."""
+    """A negated atom of the WcojJoin over a relation no positive atom reads: writes to it
+    change the answer."""
     rules, view, _, _ = PROGRAMS["triangle"]
     engines = [Engine(SOURCES + rules), Engine(SOURCES + rules, binary_joins=True)]
     edges = {(0, 1), (1, 2), (0, 2), (1, 4), (4, 5), (1, 5)}
