@@ -46,11 +46,12 @@ class Pending:
 
 
 class Model:
-    def __init__(self, program: CompiledProgram) -> None:
+    def __init__(self, program: CompiledProgram, *, binary_joins: bool = False) -> None:
+        """`binary_joins`: both graphs plan cyclic rule bodies as binary joins (no WcojJoin)."""
         self.program = program
         self.store: dict[str, set[Row]] = {s: set() for s in program.checked.sources}
-        self.partial = ProgramGraph(program, partial=True)
-        self.full = ProgramGraph(program, partial=False)
+        self.partial = ProgramGraph(program, partial=True, binary_joins=binary_joins)
+        self.full = ProgramGraph(program, partial=False, binary_joins=binary_joins)
         self.fetches = 0
         self.epoch = 0  # writes so far
 
