@@ -23,6 +23,16 @@ translation. By construction:
   pendant atom on one variable, or an atom of constants only (a guard); comparisons between
   the cycle's variables and with constants (on either side); negated atoms of lower relations
   over the body's variables, constants and left-out attributes; the literals shuffled;
+  sometimes a count or sum aggregate grouped by a cycle variable;
+- sometimes a recursive relation on top: the transitive closure of an edge relation from
+  the edges of a cyclic one (its adorned copy, for a lookup by key, a MultiJoin with the
+  magic guard as an atom and sources sliced by demand as others), and
+  sometimes a triangle through the recursive relation itself (binary joins in its stratum);
+  its readers by key are demand-driven (planner/demand/), the cyclic bodies below reached
+  by the magic rewrite;
+- with `temporal`: a transient source of events and a state relation defined by inductive
+  (`@next`) rules only, one of them cyclic over every relation (events too); sometimes a
+  cyclic inductive rule for another relation;
 - range restricted: head, negation and comparison variables are bound by positive atoms.
 
 Variables are typed by name as in random_programs (A-F int, S string).
@@ -31,12 +41,13 @@ Variables are typed by name as in random_programs (A-F int, S string).
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from random_programs import (
     INT_DOMAIN,
     OPS,
     STR_DOMAIN,
+    Agg,
     Atom,
     Batch,
     Cmp,
@@ -155,15 +166,17 @@ class _Cyclic:
             args.append((attr, Var(rng.choice([v for v in bound if var_type(v) == type_]))))
         return Neg(Atom(relation, tuple(args)))
 
-    def cyclic_rule(self, head: str, edges: list[str], lower: list[str]) -> Rule:
+    def cyclic_rule(self, head: str, edges: list[str], lower: list[str], first: str | None = None) -> Rule:
         """A rule for `head` whose body is a cyclic shape over `edges` (relations with two int
-        attributes at least), with negations over `lower` (see the module docstring)."""
+        attributes at least; the first edge's `first` when given), with negations over `lower`
+        (see the module docstring)."""
         rng = self.rng
         shape = SHAPES[rng.choices(list(SHAPES), weights=SHAPE_WEIGHTS)[0]]
         cycle = sorted({v for edge in shape for v in edge})
         same = rng.choice(edges) if rng.random() < 0.5 else None
         body: list[Literal] = [
-            Pos(self.edge_atom(same or rng.choice(edges), edge[0], edge[1], cycle)) for edge in shape
+            Pos(self.edge_atom((first if k == 0 else None) or same or rng.choice(edges), e[0], e[1], cycle))
+            for k, e in enumerate(shape)
         ]
         if rng.random() < 0.25:
             body.append(Pos(self.side_atom(rng.choice(edges), cycle, constants_only=False)))
@@ -174,7 +187,20 @@ class _Cyclic:
         for _ in range(rng.choice((0, 1, 1, 2))):
             body.append(self.negation(rng.choice(lower), bound))
         rng.shuffle(body)
+        if rng.random() < 0.15:
+            body.append(self.aggregate(rng.choice(edges), cycle))
+            bound.append("N0")
         return Rule(head, self.head_args(head, bound, cycle), tuple(body))
+
+    def aggregate(self, relation: str, cycle: list[str]) -> Agg:
+        """`N0 := count : r(x: A)` or `N0 := sum V : r(x: A, y: V)`, grouped by a cycle
+        variable (above the MultiJoin, as lowering puts it)."""
+        rng = self.rng
+        group, value = rng.sample(self.ints(relation), 2)
+        if rng.random() < 0.5:
+            return Agg("N0", "count", None, Atom(relation, ((group, Var(rng.choice(cycle))),)))
+        atom = Atom(relation, ((group, Var(rng.choice(cycle))), (value, Var("V"))))
+        return Agg("N0", "sum", "V", atom)
 
     def head_args(self, head: str, bound: list[str], cycle: list[str]) -> tuple[tuple[str, Term], ...]:
         """Mostly the cycle's variables (each at most once, when it can), else any bound
@@ -209,11 +235,28 @@ class _Cyclic:
         head_args = [(h, Var(variables[i]) if i < len(variables) else 0) for i, h in enumerate(heads)]
         return Rule(head, tuple(head_args), (Pos(Atom(relation, tuple(args))),))
 
-    def closure(self, head: str, over: str) -> list[Rule]:
-        """A transitive closure of `over` (a recursive level: binary joins only)."""
-        x, y = self.rng.sample(self.ints(over), 2)
+    def recursive_cyclic_rule(self, head: str, edges: list[str], lower: list[str]) -> Rule:
+        """`head(A, C) :- head(A, B), e1(B, C), e2(A, C), ...`: a triangle through the
+        recursive relation itself (its stratum keeps binary joins)."""
+        rng = self.rng
         h0, h1 = self.ints(head)[:2]
-        base = Pos(Atom(over, ((x, Var("A")), (y, Var("B")))))
+        body: list[Literal] = [Pos(Atom(head, ((h0, Var("A")), (h1, Var("B")))))]
+        body += [Pos(self.edge_atom(rng.choice(edges), u, v, ["A", "B", "C"])) for u, v in ("BC", "AC")]
+        bound = sorted({v for lit in body if isinstance(lit, Pos) for v in lit.variables()})
+        body += self.comparisons(bound)[:1]
+        if rng.random() < 0.5:
+            body.append(self.negation(rng.choice(lower), bound))
+        rng.shuffle(body)
+        return Rule(head, ((h0, Var("A")), (h1, Var("C"))), tuple(body))
+
+    def closure(self, head: str, over: str, start: str | None = None) -> list[Rule]:
+        """A transitive closure of `over`, from the edges of `start` (by default `over`)
+        (a recursive level: binary joins only)."""
+        rng = self.rng
+        x, y = rng.sample(self.ints(over), 2)
+        x0, y0 = rng.sample(self.ints(start), 2) if start else (x, y)
+        h0, h1 = self.ints(head)[:2]
+        base = Pos(Atom(start or over, ((x0, Var("A")), (y0, Var("B")))))
         step = Pos(Atom(over, ((x, Var("B")), (y, Var("C")))))
         reached = Pos(Atom(head, ((h0, Var("A")), (h1, Var("B")))))
         return [
@@ -226,8 +269,9 @@ def _declare(g: _Cyclic, name: str, arity: int) -> None:
     g.derived[name] = tuple((f"h{i}", "int") for i in range(arity))
 
 
-def generate_cyclic(rng: random.Random) -> Program:
-    """A random valid program with cyclic rule bodies (see the module docstring)."""
+def generate_cyclic(rng: random.Random, temporal: bool = False) -> Program:
+    """A random valid program with cyclic rule bodies (see the module docstring); with
+    `temporal`, time too (a transient source and inductive rules, see `_time`)."""
     g = _Cyclic(rng)
     for i in range(rng.randint(2, 3)):
         width = rng.choice((2, 2, 3))
@@ -238,6 +282,7 @@ def generate_cyclic(rng: random.Random) -> Program:
     levels: list[list[str]] = []
     rules: list[Rule] = []
     names = (f"d{i}" for i in range(100))
+    transient = _time(g, levels, rules) if temporal else ""
     roll = rng.random()
     if roll < 0.45:  # an edge relation derived from a source: plain or a closure
         name = next(names)
@@ -250,8 +295,7 @@ def generate_cyclic(rng: random.Random) -> Program:
     for _ in range(rng.choice((1, 1, 2))):
         name = next(names)
         _declare(g, name, rng.choice((1, 2, 2, 3, 3)))
-        lower = list(g.sources) + [d for level in levels for d in level]
-        edges = [r for r in lower if len(g.ints(r)) >= 2]
+        lower, edges = _below(g, levels)
         rules.append(g.cyclic_rule(name, edges, lower))
         if rng.random() < 0.35:
             other = g.cyclic_rule(name, edges, lower) if rng.random() < 0.5 else g.plain_rule(name, lower)
@@ -260,12 +304,57 @@ def generate_cyclic(rng: random.Random) -> Program:
     if rng.random() < 0.4:
         name = next(names)
         _declare(g, name, rng.choice((2, 3)))
-        lower = list(g.sources) + [d for level in levels for d in level]
-        edges = [r for r in lower if len(g.ints(r)) >= 2]
+        lower, edges = _below(g, levels)
         # A cyclic body over the cyclic relations, or negating one of them.
         rules.append(g.cyclic_rule(name, edges, lower))
         levels.append([name])
-    return Program(g.sources, g.derived, levels, rules)
+    if rng.random() < 0.3:
+        name = next(names)
+        _declare(g, name, 2)
+        lower, edges = _below(g, levels)
+        cyclic = [d for d in edges if d in g.derived] or edges
+        # From a cyclic relation: a lookup by h0 demands it by its first attribute outside the
+        # recursion (its adorned copy a MultiJoin with the magic guard as an atom).
+        rules += g.closure(name, rng.choice(edges if rng.random() < 0.5 else cyclic), rng.choice(cyclic))
+        if rng.random() < 0.5:
+            rules.append(g.recursive_cyclic_rule(name, edges, lower))
+        levels.append([name])
+    if temporal:
+        everything, edges = _below(g, levels)
+        heads = ["t0"] + ([rng.choice(levels[-1])] if rng.random() < 0.5 else [])
+        # An inductive rule reads the events positively (or it could change its head forever).
+        for head in heads:
+            rules.append(replace(g.cyclic_rule(head, edges, everything, transient), inductive=True))
+    return Program(g.sources, g.derived, levels, rules, transient=frozenset({transient} - {""}))
+
+
+def _below(g: _Cyclic, levels: list[list[str]]) -> tuple[list[str], list[str]]:
+    """The relations a new level may read (sources and the levels so far), and those of them
+    with two int attributes at least (edges)."""
+    lower = list(g.sources) + [d for level in levels for d in level]
+    return lower, [r for r in lower if len(g.ints(r)) >= 2]
+
+
+def _time(g: _Cyclic, levels: list[list[str]], rules: list[Rule]) -> str:
+    """Time (§2.1): a transient source of events, and a state relation t0 on the first level
+    (so that every other relation may read it, as an edge too) defined by inductive rules
+    only: one carrying its rows, unless a source has a row of them, one adding the events,
+    and (added at the end) a cyclic body over every relation, its first edge the events.
+    Returns the transient source."""
+    event = f"s{len(g.sources)}"
+    g.sources[event] = (("x", "int"), ("y", "int"))
+    _declare(g, "t0", 2)
+    levels.append(["t0"])
+    carried = Pos(Atom("t0", (("h0", Var("A")), ("h1", Var("B")))))
+    body: list[Literal] = [carried]
+    if g.rng.random() < 0.7:
+        source = g.rng.choice([s for s in g.sources if s != event and len(g.ints(s)) >= 2])
+        x, y = g.rng.sample(g.ints(source), 2)
+        body.append(Neg(Atom(source, ((x, Var("A")), (y, Var("B"))))))
+    rules.append(Rule("t0", carried.atom.args, tuple(body), inductive=True))
+    events = Pos(Atom(event, (("x", Var("A")), ("y", Var("B")))))
+    rules.append(Rule("t0", carried.atom.args, (events,), inductive=True))
+    return event
 
 
 def cyclic_batch(rng: random.Random, program: Program, store: Store, first: bool) -> Batch:
@@ -276,6 +365,9 @@ def cyclic_batch(rng: random.Random, program: Program, store: Store, first: bool
     for s in program.sources:
         rows = source_rows(program, s)
         present = sorted(store[s])
+        if s in program.transient:  # events: this batch's inserts are the relation
+            batch[s] = {rng.choice(rows): 1 for _ in range(rng.randint(2, 8))}
+            continue
         if first:
             batch[s] = {rng.choice(rows): 1 for _ in range(rng.randint(len(rows) // 4, len(rows) // 2))}
             continue
