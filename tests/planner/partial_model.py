@@ -46,11 +46,14 @@ class Pending:
 
 
 class Model:
-    def __init__(self, program: CompiledProgram) -> None:
+    def __init__(self, program: CompiledProgram, *, binary_joins: bool = False) -> None:
+        """`binary_joins`: both graphs, and invariant 1's from-scratch computations, plan
+        cyclic rule bodies as binary joins (no WcojJoin)."""
         self.program = program
+        self.binary_joins = binary_joins
         self.store: dict[str, set[Row]] = {s: set() for s in program.checked.sources}
-        self.partial = ProgramGraph(program, partial=True)
-        self.full = ProgramGraph(program, partial=False)
+        self.partial = ProgramGraph(program, partial=True, binary_joins=binary_joins)
+        self.full = ProgramGraph(program, partial=False, binary_joins=binary_joins)
         self.fetches = 0
         self.epoch = 0  # writes so far
 
@@ -163,6 +166,7 @@ class Model:
                     self.now,
                     hidden=self.program.plan.hidden,
                     partial=False,
+                    binary_joins=self.binary_joins,
                 )
                 built = builder.build(keyed.expr, None)
                 Circuit(built).hydrate()

@@ -147,6 +147,12 @@ def make_case(
         batch = random_batch(rng, program, store)
         apply(store, batch, program.transient)
         batches.append(batch)
+    return Case(seed, program, batches, lookup_plans(rng, program, epochs))
+
+
+def lookup_plans(rng: random.Random, program: Program, epochs: int) -> list[LookupPlan]:
+    """The second engine's readers: some derived relations read whole from a random epoch,
+    and relations looked up by random attribute sets from a random epoch."""
     lookups: list[LookupPlan] = []
     for rel in program.relations():
         attrs = program.attributes(rel)
@@ -157,7 +163,7 @@ def make_case(
         for _ in range(rng.choice((1, 1, 2))):
             key = tuple(rng.sample(attrs, rng.randint(1, len(attrs))))  # any order, even all
             lookups.append(LookupPlan(rel, key, rng.randint(0, epochs)))
-    return Case(seed, program, batches, lookups)
+    return lookups
 
 
 def case_for_seed(seed: int, epochs: int | None = None) -> Case:

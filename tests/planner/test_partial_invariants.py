@@ -27,17 +27,28 @@ import random
 import sys
 import traceback
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from partial_model import Model, Pending  # noqa: E402
-from random_programs import INT_DOMAIN, STR_DOMAIN, Program, generate, random_batch, solve  # noqa: E402
+from random_programs import (  # noqa: E402
+    INT_DOMAIN,
+    STR_DOMAIN,
+    Batch,
+    Program,
+    Store,
+    generate,
+    random_batch,
+    solve,
+)
 from web_programs import generate_web  # noqa: E402
 
 from pomoview.dataflow.operators.top_k import TopK, sort_key  # noqa: E402
 from pomoview.dataflow.operators.union import Union  # noqa: E402
+from pomoview.dataflow.operators.wcoj import WcojJoin  # noqa: E402
 from pomoview.dataflow.state.keyed_pair import KeyedPair  # noqa: E402
 from pomoview.planner.compile import compile_program  # noqa: E402
 from pomoview.planner.frontend.errors import ProgramError  # noqa: E402
@@ -99,9 +110,20 @@ def ordered_views(text: str, rng: random.Random) -> str:
     return "\n" + "".join(out)
 
 
-def run_case(seed: int, steps: int = 30) -> Counter[str]:
+def run_case(
+    seed: int,
+    steps: int = 30,
+    *,
+    source: Program | None = None,
+    binary_joins: bool = False,
+    clingo_every_write: bool = False,
+    batches: Callable[[random.Random, Program, Store], Batch] = random_batch,
+) -> Counter[str]:
     """Runs one case (raises AssertionError with a replayable report on a failure) and
     returns counts of what it exercised (MUST_SEE), with "cases" 1 once it has run to the end.
+    `source` replaces the seed's program (program_for); `binary_joins` plans both graphs
+    with binary joins only; `clingo_every_write` checks the full graph against clingo after
+    every write, not only at the end; `batches` makes each write's batch.
 
     The generators build valid programs with views by construction (random_programs.py,
     web_programs.py; 0 of seeds 0-599 and 10,000-15,999 fail to compile), so a program
@@ -110,7 +132,7 @@ def run_case(seed: int, steps: int = 30) -> Counter[str]:
     silently ran nothing would leave the sweep passing vacuously."""
     seen: Counter[str] = Counter()
     rng = random.Random(seed)
-    source_program = program_for(seed)
+    source_program = program_for(seed) if source is None else source
     text = source_program.pomo()
     order_rng = random.Random(seed * 7919 + 1)  # its own: the other draws stay as they were
     if order_rng.random() < 0.7:
@@ -123,7 +145,7 @@ def run_case(seed: int, steps: int = 30) -> Counter[str]:
             f"seed {seed}: the compiler refused a generated (valid) program ({why})\n"
             f"--- program ---\n{text}\n--- error ---\n{err}"
         ) from None
-    model = Model(program)
+    model = Model(program, binary_joins=binary_joins)
     derived = sorted(n for n, r in program.relations.items() if r.kind == "derived")
     assert derived, f"seed {seed}: the generated program has no derived relation to look up\n{text}"
     log: list[str] = []
@@ -188,9 +210,11 @@ def run_case(seed: int, steps: int = 30) -> Counter[str]:
                     log.append(f"{step}: {done}")
                     seen["memory evictions"] += 1
             elif roll < 0.35:
-                batch = random_batch(rng, source_program, model.store)  # type: ignore[arg-type]
+                batch = batches(rng, source_program, model.store)  # type: ignore[arg-type]
                 log.append(f"{step}: write {batch}")
                 model.write(batch)
+                if clingo_every_write and isinstance(source_program, Program):
+                    check_against_clingo(source_program, model)
             elif roll < 0.45 and pending:
                 # An upquery for keys overlapping one being filled (same reader).
                 first = rng.choice(pending)
@@ -263,6 +287,8 @@ def exercised(model: Model) -> Counter[str]:
                 seen["join over a join"] += 1
         if isinstance(node, Union):
             seen["union"] += 1
+        if isinstance(node, WcojJoin):
+            seen["WcojJoin"] += 1
         if isinstance(node, TopK) and node.windowed:
             seen["partial TopK"] += 1
             seen["TopK refills"] += node.refills
