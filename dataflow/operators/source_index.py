@@ -136,8 +136,10 @@ class SourceIndex(KeyedNode):
         if layout is None:
             return None
         p = layout.value_pos
-        values = np.array([row[p] for row, _ in items])
-        if values.dtype != np.int64:
+        column = [row[p] for row, _ in items]
+        values = np.array(column)
+        # A bool would pass as 0 or 1 and come back as an int (int_set.fits refuses it too).
+        if values.dtype != np.int64 or bool in set(map(type, column)):
             return None
         inserting = np.fromiter((op > 0 for _, op in items), dtype=bool, count=len(items))
         return values[order], inserting[order]

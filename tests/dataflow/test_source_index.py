@@ -180,3 +180,17 @@ def test_large_random_deltas_against_a_set_model(sort_min: int, monkeypatch: pyt
         model -= {r for r, w in expected.items() if w < 0}
         assert index.query((0,), [(k,) for k in present]) == ZSet(dict.fromkeys(model, 1))
         index.state.check()
+
+
+def test_a_bool_in_a_packed_column_stays_a_bool() -> None:
+    """A large delta on a packed group (ints) with a row whose value is True: the batch path
+    must not take True for 1 (a row already present) nor give it back as 1."""
+    store = Store(SCHEMAS)
+    store.data["r"] = {(1, v) for v in range(2, 40)}
+    index = store.index("r", (0,), True)
+    index.query((0,), [(1,)])
+    ops = {(1, v): 1 for v in range(100, 400)} | {(1, True): 1}
+    out = index.on_delta(0, ZSet(ops))
+    assert ((1, True), 1) in [(row, w) for row, w in out.items() if row[1] is True]
+    held = [row for row, _ in index.query((0,), [(1,)]).items() if row[1] == 1]
+    assert held and all(row[1] is True for row in held)
