@@ -9,15 +9,7 @@ import statistics
 from typing import Any
 
 from recursive_lookup_data import DATASETS, pct
-
-
-def table(title: str, header: str, rows: list[tuple[str, ...]]) -> None:
-    """Prints `rows` under the columns of `header` (names separated by "|")."""
-    print(f"\n{title}")
-    names = tuple(header.split("|"))
-    widths = [max(len(r[i]) for r in [names, *rows]) for i in range(len(names))]
-    for r in [names, *rows]:
-        print(" | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+from tables import table
 
 
 def ms(values: list[float]) -> str:

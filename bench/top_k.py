@@ -71,6 +71,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from reader_window import run_window  # noqa: E402
+from tables import table  # noqa: E402
 from top_k_data import HOURS, LIMIT, Check, Data, Duck, Pairs, pairs  # noqa: E402
 from vote import pct  # noqa: E402  (vote puts the repository on sys.path)
 
@@ -408,13 +409,6 @@ def stop_server(server: ServerProcess) -> None:
 # -- the tables -------------------------------------------------------------------------------
 
 
-def table(title: str, header: str, rows: Sequence[tuple[str, ...]]) -> None:
-    """Prints `rows` under the columns of `header` (names separated by "|")."""
-    print(f"\n{title}")
-    names = tuple(header.split("|"))
-    widths = [max(len(r[i]) for r in [names, *rows]) for i in range(len(names))]
-    for r in [names, *rows]:
-        print(" | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
 
 
 def ms(values: Sequence[float]) -> str:

@@ -8,18 +8,13 @@ import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from tables import table
+
 Results = list[dict[str, Any]]  # one plan's runs, a dict per round
 WRITE_KINDS = ("insert hub", "delete hub", "insert random", "delete random")
 WHOLE, KEYED = "triangles()", "tri(a)"
 
 
-def table(title: str, header: str, rows: Sequence[tuple[str, ...]]) -> None:
-    """Prints `rows` under the columns of `header` (names separated by "|")."""
-    print(f"\n{title}")
-    names = tuple(header.split("|"))
-    widths = [max(len(r[i]) for r in [names, *rows]) for i in range(len(names))]
-    for r in [names, *rows]:
-        print(" | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
 
 
 def median(runs: Results, get: Callable[[dict[str, Any]], float]) -> float:

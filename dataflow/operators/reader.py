@@ -29,7 +29,14 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
-from pomoview.dataflow.node import EvictCols, KeyedNode, Node, group_by_key, matching_keys, project
+from pomoview.dataflow.node import (
+    EvictCols,
+    KeyedNode,
+    Node,
+    group_by_key,
+    matching_keys,
+    rows_by_key,
+)
 from pomoview.dataflow.state.keyed_state import Key, KeyedState, Row
 from pomoview.dataflow.upquery import Ask, Upquery, rows, run
 from pomoview.dataflow.zset import ZSet
@@ -89,10 +96,7 @@ class Reader(KeyedNode):
 
     def by_key(self, delta: ZSet[Row]) -> dict[Key, list[tuple[Row, int]]]:
         """The delta's weighted rows grouped by this reader's key."""
-        out: dict[Key, list[tuple[Row, int]]] = {}
-        for row, weight in delta.items():
-            out.setdefault(project(row, self.key_cols), []).append((row, weight))
-        return out
+        return rows_by_key(delta.items(), self.key_cols)
 
     def on_delta(self, port: int, delta: ZSet[Row]) -> ZSet[Row]:
         by_key = self.by_key(delta)

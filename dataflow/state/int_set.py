@@ -102,6 +102,22 @@ class IntSet:
                 hit |= np.fromiter((v in added for v in listed), dtype=bool, count=n)
         return hit
 
+    def contains_each(self, values: list[int]) -> list[bool]:
+        """Membership of each of `values` (64-bit ints), one binary search each: for a few
+        values, where `contains_many`'s numpy calls cost more than they save."""
+        base, added, removed = self.base, self.added, self.removed
+        size = len(base)
+        out = []
+        for value in values:
+            if value in added:
+                out.append(True)
+            elif value in removed or not size:
+                out.append(False)
+            else:
+                i = int(base.searchsorted(value))  # type: ignore[call-overload]
+                out.append(i < size and int(base[i]) == value)
+        return out
+
     def add_many(self, values: Iterable[int]) -> None:
         """Adds values none of which is in the set (distinct), merging at most once."""
         if self.removed:

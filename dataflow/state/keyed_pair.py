@@ -39,6 +39,7 @@ from pomoview.dataflow.node import (
     group_by_key,
     matching_keys,
     project,
+    rows_by_key,
     select_keys,
 )
 from pomoview.dataflow.state.keyed_state import Key, KeyedState, Row
@@ -180,18 +181,7 @@ class KeyedPair(Node):
                 # Before `out` travels on: below, the evicted keys then drop their rows.
                 self.evict_below(self.output_key_cols(), evict)
             return out
-        # Grouped into plain lists (the delta's rows are distinct): an IndexedZSet built a
-        # ZSet per key, a third of this call under a write load.
-        by_j: dict[Key, list[tuple[Row, int]]] = {}
-        other_on = self.other_on
-        for row, weight in delta.items():
-            j = project(row, other_on)
-            group = by_j.get(j)
-            if group is None:
-                by_j[j] = [(row, weight)]
-            else:
-                group.append((row, weight))
-        for j, changes in by_j.items():
+        for j, changes in rows_by_key(delta.items(), self.other_on).items():
             if not self._other_present(j):
                 self.metrics.dropped += len(changes)
                 continue

@@ -3,8 +3,9 @@ source index applies a write's operations to the group of one key.
 
 This is the apply's innermost loop under a write load (a Zipf batch of votes brings a few
 rows to each of hundreds of warm keys), so it works from the values as numpy arrays taken
-once per batch: a key with few rows tests each value by one binary search, a key with many
-tests them all at once, and the set is changed once per key (`add_many`, `discard_many`).
+once per batch: a key with few rows tests each value by one binary search
+(`IntSet.contains_each`), a key with many tests them all at once (`contains_many`), and the
+set is changed once per key (`add_many`, `discard_many`).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ def packed_presence(
     the rows' values in the packed column, distinct (the rows are distinct and share their
     key). Returns the rows whose presence changed, each with +1 or -1."""
     if len(rows) < PACKED_BATCH_MIN:
-        return _one_by_one(ints, rows, values.tolist(), inserting.tolist())
+        return _few(ints, rows, values.tolist(), inserting.tolist())
     held = ints.contains_many(values)
     adds = inserting & ~held
     removes = ~inserting & held
@@ -41,26 +42,19 @@ def packed_presence(
     return [(row, sign) for row, sign in zip(rows, signs.tolist(), strict=True) if sign]
 
 
-def _one_by_one(
+def _few(
     ints: IntSet, rows: Sequence[Row], values: list[int], inserting: list[bool]
 ) -> list[tuple[Row, int]]:
-    base, added, removed = ints.base, ints.added, ints.removed
-    size = len(base)
+    """`packed_presence` in plain Python: for a few rows, numpy's fixed cost per call is
+    most of the work."""
     adds: list[int] = []
     removes: list[int] = []
     changed: list[tuple[Row, int]] = []
-    for row, value, insert in zip(rows, values, inserting, strict=True):
-        if value in added:
-            present = True
-        elif value in removed or not size:
-            present = False
-        else:
-            i = int(base.searchsorted(value))
-            present = i < size and int(base[i]) == value
-        if insert and not present:
+    for row, value, insert, held in zip(rows, values, inserting, ints.contains_each(values), strict=True):
+        if insert and not held:
             adds.append(value)
             changed.append((row, 1))
-        elif not insert and present:
+        elif not insert and held:
             removes.append(value)
             changed.append((row, -1))
     if adds:

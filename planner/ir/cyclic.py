@@ -134,8 +134,10 @@ class _Rewriter:
         if isinstance(expr, ra.Select) and _is_tree(expr.input):
             return self._join_tree(expr.input, expr.predicates)  # type: ignore[arg-type]
         new = {id(c): self.done[id(c)] for c in self._below(expr)}
-        if isinstance(expr, ra.AntiJoin) and isinstance(new[id(expr.left)], ra.MultiJoin):
-            return self._negated(new[id(expr.left)], new[id(expr.right)])  # type: ignore[arg-type]
+        if isinstance(expr, ra.AntiJoin):
+            left = new[id(expr.left)]
+            if isinstance(left, ra.MultiJoin):
+                return self._negated(left, new[id(expr.right)])
         return _with_children(expr, new)
 
     def _negated(self, joined: ra.MultiJoin, right: ra.Expr) -> ra.Expr:
