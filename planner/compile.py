@@ -2,7 +2,8 @@
 
 Passes, each a function from one IR to the next: parse (text -> AST), validate
 (AST -> CheckedProgram, stratification included), lower (CheckedProgram ->
-PomoRA Plan), cyclic bodies as n-way joins (PomoRA -> PomoRA, ir/cyclic.py, run by the
+PomoRA Plan), the Distinct of a relation already a set dropped (PomoRA -> PomoRA,
+ir/sets.py), cyclic bodies as n-way joins (PomoRA -> PomoRA, ir/cyclic.py, run by the
 builder unless `binary_joins`), provenance (PomoRA -> KeyedPlan: which key each operator is kept by),
 build (KeyedPlan -> nodes of the program's one graph, lazily, at the first lookup of a
 reader: 3DF's lazy synthesis).
@@ -28,6 +29,7 @@ from pomoview.planner.frontend.parse import parse
 from pomoview.planner.frontend.validate import CheckedProgram, Relation, validate
 from pomoview.planner.ir import ra
 from pomoview.planner.ir.lower import Plan, lower
+from pomoview.planner.ir.sets import drop_set_distincts
 
 # A user-defined aggregate: the group's distinct argument tuples (sorted) -> a value,
 # or None for "no result" (the rule does not fire for that group).
@@ -250,4 +252,4 @@ def compile_program(
     checked = validate(parsed, text, filename, aggregates=tuple(functions))
     if check_checked is not None:
         check_checked(checked)
-    return CompiledProgram(checked, lower(checked), functions)
+    return CompiledProgram(checked, drop_set_distincts(lower(checked), checked), functions)

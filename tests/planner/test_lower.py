@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pomoview.planner.compile import compile_program
 from pomoview.planner.ir import ra
+from pomoview.planner.ir.lower import lower
 
 DECLS = """
 source a(x: int, y: int).
@@ -14,8 +15,9 @@ source c(z: int).
 
 
 def body_of(text: str, relation: str = "r") -> ra.Expr:
-    """The rule's expression under its head projection and the relation's Distinct."""
-    expr = compile_program(DECLS + text).exprs[relation]
+    """The rule's expression under its head projection and the relation's Distinct, as
+    lowering makes it (before planner/ir/sets.py drops the Distinct of a set)."""
+    expr = lower(compile_program(DECLS + text).checked).exprs[relation]
     assert isinstance(expr, ra.Distinct) and isinstance(expr.input, ra.Project)
     return expr.input.input
 
