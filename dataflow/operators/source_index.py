@@ -112,26 +112,34 @@ class SourceIndex(KeyedNode):
         state, at = self.state, order.tolist()
         packed = self._packed_columns(items, order)
         weights: dict[Row, int] = {}
-        for key, start, end in zip(ordered[starts].tolist(), starts, ends, strict=True):
-            if not state.is_present((key,)):
-                self.metrics.dropped += end - start
-                continue
-            if packed is None:
+        if packed is None:
+            for key, start, end in zip(ordered[starts].tolist(), starts, ends, strict=True):
                 changed = state.set_presence((key,), [items[i] for i in at[start:end]])
+                if changed is None:
+                    self.metrics.dropped += end - start
+                else:
+                    weights.update(changed)
+            return ZSet.of_weights(weights)
+        # Lists taken once for the batch and sliced per key: a Zipf batch brings a few rows
+        # to each of hundreds of keys, where a numpy slice and a list built per key cost
+        # more than the key's own work.
+        values, inserting = packed
+        rows = [items[i][0] for i in at]
+        set_presence_values = state.set_presence_values
+        for key, start, end in zip(ordered[starts].tolist(), starts, ends, strict=True):
+            changed = set_presence_values((key,), rows[start:end], values[start:end], inserting[start:end])
+            if changed is None:
+                self.metrics.dropped += end - start
             else:
-                values, inserting = packed
-                rows = [items[i][0] for i in at[start:end]]
-                changed = state.set_presence_values((key,), rows, values[start:end], inserting[start:end])
-            assert changed is not None
-            weights.update(changed)
+                weights.update(changed)
         return ZSet.of_weights(weights)
 
     def _packed_columns(
         self, items: list[tuple[Row, int]], order: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray] | None:
-        """For a packed state: the rows' values in the packed column (int64) and whether each
-        is inserted, in `order`, taken once for the batch; None without a layout or when a
-        value is not a 64-bit int."""
+    ) -> tuple[list[int], list[bool]] | None:
+        """For a packed state: the rows' values in the packed column (64-bit ints) and
+        whether each is inserted, in `order`, taken once for the batch; None without a
+        layout or when a value is not a 64-bit int."""
         layout = self.state.layout
         if layout is None:
             return None
@@ -142,7 +150,7 @@ class SourceIndex(KeyedNode):
         if values.dtype != np.int64 or bool in set(map(type, column)):
             return None
         inserting = np.fromiter((op > 0 for _, op in items), dtype=bool, count=len(items))
-        return values[order], inserting[order]
+        return values[order].tolist(), inserting[order].tolist()
 
     def hydrate(self) -> list[FetchRequest]:
         if self.state.partial:

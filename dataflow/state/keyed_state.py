@@ -13,8 +13,6 @@ import itertools
 import sys
 from collections.abc import Iterable, Iterator, Mapping
 
-import numpy as np
-
 from pomoview.dataflow.state.int_set import IntSet, fits
 from pomoview.dataflow.state.packed_presence import packed_presence
 from pomoview.dataflow.zset import ZSet
@@ -350,28 +348,29 @@ class KeyedState:
         values = [row[p] for row, _ in ops]
         if not all(fits(v) for v in values):
             return None
-        inserting = np.fromiter((op > 0 for _, op in ops), dtype=bool, count=len(ops))
+        inserting = [op > 0 for _, op in ops]
         rows = [row for row, _ in ops]
-        return self._packed_changes(ints, rows, np.array(values, dtype=np.int64), inserting)
+        return self._packed_changes(ints, rows, values, inserting)  # type: ignore[arg-type]  # fits() said int
 
     def set_presence_values(
-        self, key: Key, rows: list[Row], values: np.ndarray, inserting: np.ndarray
+        self, key: Key, rows: list[Row], values: list[int], inserting: list[bool]
     ) -> list[tuple[Row, int]] | None:
         """`set_presence` for a state with a layout, given the rows' values in its packed
-        column (int64, taken once for a whole batch) and whether each row is inserted."""
+        column (64-bit ints, taken once for a whole batch) and whether each row is
+        inserted; None, changing nothing, when the key is missing."""
         stored = self._groups.get(key)
         if stored is None and self.partial:
             return None
         if type(stored) is IntSet:
             return self._packed_changes(stored, rows, values, inserting)
-        ops = [(row, 1 if ins else -1) for row, ins in zip(rows, inserting.tolist(), strict=True)]
+        ops = [(row, 1 if ins else -1) for row, ins in zip(rows, inserting, strict=True)]
         return self.set_presence(key, ops)
 
     def _packed_changes(
-        self, ints: IntSet, rows: list[Row], values: np.ndarray, inserting: np.ndarray
+        self, ints: IntSet, rows: list[Row], values: list[int], inserting: list[bool]
     ) -> list[tuple[Row, int]]:
         changed = packed_presence(ints, rows, values, inserting)
-        delta = sum(sign for _, sign in changed)
+        delta = sum([sign for _, sign in changed])
         self._rows += delta
         self._packed_rows += delta
         return changed

@@ -24,20 +24,22 @@ PACKED_BATCH_MIN = 16
 
 
 def packed_presence(
-    ints: IntSet, rows: Sequence[Row], values: np.ndarray, inserting: np.ndarray
+    ints: IntSet, rows: Sequence[Row], values: list[int], inserting: list[bool]
 ) -> list[tuple[Row, int]]:
-    """Makes each row present (`inserting`) or absent in `ints`, where `values` (int64) are
-    the rows' values in the packed column, distinct (the rows are distinct and share their
-    key). Returns the rows whose presence changed, each with +1 or -1."""
+    """Makes each row present (`inserting`) or absent in `ints`, where `values` (64-bit
+    ints) are the rows' values in the packed column, distinct (the rows are distinct and
+    share their key). Returns the rows whose presence changed, each with +1 or -1."""
     if len(rows) < PACKED_BATCH_MIN:
-        return _few(ints, rows, values.tolist(), inserting.tolist())
-    held = ints.contains_many(values)
-    adds = inserting & ~held
-    removes = ~inserting & held
+        return _few(ints, rows, values, inserting)
+    array = np.array(values, dtype=np.int64)
+    wanted = np.array(inserting, dtype=bool)
+    held = ints.contains_many(array)
+    adds = wanted & ~held
+    removes = ~wanted & held
     if adds.any():
-        ints.add_many(values[adds].tolist())
+        ints.add_many(array[adds].tolist())
     if removes.any():
-        ints.discard_many(values[removes].tolist())
+        ints.discard_many(array[removes].tolist())
     signs = adds.astype(np.int8) - removes.astype(np.int8)
     return [(row, sign) for row, sign in zip(rows, signs.tolist(), strict=True) if sign]
 
