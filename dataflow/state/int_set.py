@@ -107,11 +107,13 @@ class IntSet:
         values, where `contains_many`'s numpy calls cost more than they save."""
         base, added, removed = self.base, self.added, self.removed
         size = len(base)
+        # Values past the largest held need no search: new ids and times mostly are.
+        top = int(base[-1]) if size else 0
         out = []
         for value in values:
             if value in added:
                 out.append(True)
-            elif value in removed or not size:
+            elif value in removed or not size or value > top:
                 out.append(False)
             else:
                 i = int(base.searchsorted(value))  # type: ignore[call-overload]

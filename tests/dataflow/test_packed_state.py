@@ -138,6 +138,11 @@ def test_an_int_set_takes_batches_like_one_value_at_a_time(
         values = list(dict.fromkeys(v for _, v in batch))
         array = np.array(values, dtype=np.int64)
         assert packed.contains_many(array).tolist() == [v in model for v in values]
+        # contains_each's shortcut past the largest value held: the values just above it,
+        # at it and below it too.
+        top = max(packed.base.tolist(), default=0)
+        near = values + [top - 1, top, top + 1]
+        assert packed.contains_each(near) == [v in model for v in near]
         inserting = {v for add, v in batch if add}
         adds = [v for v in values if v in inserting and v not in model]
         removes = [v for v in values if v not in inserting and v in model]
