@@ -31,7 +31,10 @@ Kept (the Distinct stays, and why):
 - a recursive stratum (Recursive): its Distincts are the loop's DistinctTraces, and its
   relations are left as lowered;
 - `p@ind` relations (the inductive bodies of `@next` rules): the time path reads them as
-  whole sets at each epoch and is left as lowered.
+  whole sets at each epoch and is left as lowered;
+- an ordered view (`order by`): its TopK refills a window from the ordered index of the
+  state right below it (dataflow/operators/in_order.py), and the Distinct is that state
+  when the body ends in a Map.
 """
 
 from __future__ import annotations
@@ -74,6 +77,8 @@ def drop_set_distincts(plan: Plan, program: CheckedProgram) -> Plan:
     exprs = dict(plan.exprs)
     for name, expr in plan.exprs.items():
         if name in recursive or name not in program.relations or name in plan.inductive.values():
+            continue
+        if name in program.view_orders:
             continue
         if isinstance(expr, ra.Distinct) and is_set(expr.input, set_relations):
             exprs[name] = expr.input

@@ -40,6 +40,7 @@ KEPT = {
     "recursive": "r(x: X, y: Y) :- a(x: X, y: Y).\nr(x: X, y: Z) :- r(x: X, y: Y), a(x: Y, y: Z).",
     "count projected away": "r(x: X) :- b(x: X), N := count : a(x: X), N > 1.",
     "a repeated variable": "r(x: X) :- a(x: X, y: X).",
+    "an ordered view": "r(x: X, y: Y) :- a(x: X, y: Y).\nview r(x) order by y desc limit 2.",
 }
 
 
