@@ -56,6 +56,11 @@ class InOrder(KeyedNode):
         """The index of `order`, if a read in that order made one."""
         return None if self._orders is None else self._orders.get(order)
 
+    def check_orders(self) -> None:
+        """Asserts every index against the state (tests)."""
+        for index in (self._orders or {}).values():
+            index.check(self.state.get)
+
     def eval(self, inputs: Sequence[Value | None], time: Time) -> Value | None:
         out = super().eval(inputs, time)
         if self._orders and isinstance(out, ZSet) and out:
