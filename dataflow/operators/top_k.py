@@ -104,8 +104,8 @@ class _Hole:
 
 
 class TopK(Reader):
-    # Whether refills read the index of the state above (InOrder); bench/top_k_refill.py
-    # turns it off on one TopK to time the pull of every row it replaces.
+    # Whether fills and refills use the index of the state above (InOrder): bench/
+    # top_k_refill.py turns it off for a round, to time the pull of every row it replaces.
     ordered_refills = True
 
     def __init__(
