@@ -27,7 +27,7 @@ from pomoview.dataflow.zset import ZSet
 
 
 class InOrder(KeyedNode):
-    """A mixin of the keyed states whose output is their set delta; see the module docstring."""
+    """The base of the keyed states whose output is their set delta; see the module docstring."""
 
     # order -> its index; None until a first read in order (most states never have one).
     _orders: dict[Hashable, OrderedIndex] | None = None
