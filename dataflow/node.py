@@ -415,7 +415,12 @@ class KeyedNode(Node):
         assert self.partial, f"eviction reached the full state {self.describe()}"
         evicted = [k for k in matching_keys(self.state, self.key_cols, cols, keys) if self.state.evict(k)]
         self.metrics.evictions += len(evicted)
+        self.keys_evicted(evicted)
         self.evict_below(self.key_cols, evicted)
+
+    def keys_evicted(self, keys: Sequence[Key]) -> None:
+        """Called with the keys this state just evicted: for what a subclass keeps per key
+        beside the state (operators/in_order.py)."""
 
     def eviction_state(self) -> KeyedState | None:
         return self.state if self.partial else None
@@ -436,6 +441,7 @@ class KeyedNode(Node):
         assert self.partial, f"eviction reached the full state {self.describe()}"
         evicted = [k for k in keys if self.state.evict(k)]
         self.metrics.evictions += len(evicted)
+        self.keys_evicted(evicted)
         self.evict_below(self.key_cols, evicted)
         return len(evicted)
 

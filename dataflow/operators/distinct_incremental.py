@@ -12,13 +12,16 @@ Contract:
 - State: each row's multiplicity, indexed by the key columns.
 - Partial mode: a delta whose key is missing is dropped; an upquery asks the
   input for the missing keys and keeps the multiplicities.
+- In order (InOrder, operators/in_order.py): a TopK below may have it keep the first rows
+  of some keys in the TopK's order too, which it reads past its bound to refill a window.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection
 
-from pomoview.dataflow.node import KeyedNode, Node, group_by_key, project, select_keys
+from pomoview.dataflow.node import Node, group_by_key, project, select_keys
+from pomoview.dataflow.operators.in_order import InOrder
 from pomoview.dataflow.state.keyed_state import Key, Row
 from pomoview.dataflow.upquery import Upquery, rows
 from pomoview.dataflow.zset import ZSet
@@ -33,7 +36,7 @@ def distinct_incremental(batch: ZSet[Row], history: ZSet[Row]) -> ZSet[Row]:
     return out
 
 
-class DistinctIncremental(KeyedNode):
+class DistinctIncremental(InOrder):
     def __init__(self, parent: Node, key_cols: tuple[int, ...], *, partial: bool) -> None:
         super().__init__(parent.schema, (parent,), key_cols, partial=partial)
 

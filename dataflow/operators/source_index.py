@@ -17,6 +17,8 @@ Contract:
   fetch may answer in packed form (`PackedRows`), which fills packed groups directly, and
   `query_grouped` answers with the groups themselves (a count over them builds no row).
 - Full mode: hydrated with one fetch of the whole source (of what the filters select).
+- In order (InOrder, operators/in_order.py): a TopK below may have it keep the first tuples
+  of some keys in the TopK's order too, which it reads past its bound to refill a window.
 """
 
 from __future__ import annotations
@@ -29,12 +31,12 @@ from pomoview.dataflow.node import (
     Fetch,
     FetchRequest,
     Filters,
-    KeyedNode,
     group_by_key,
     matches,
     project,
     select_keys,
 )
+from pomoview.dataflow.operators.in_order import InOrder
 from pomoview.dataflow.state.int_set import IntSet
 from pomoview.dataflow.state.keyed_state import Key, KeyedState, PackedRows, Row, RowLayout
 from pomoview.dataflow.upquery import Miss, Upquery, fetches_allowed
@@ -44,7 +46,7 @@ from pomoview.dataflow.zset import ZSet
 SORT_MIN = 256
 
 
-class SourceIndex(KeyedNode):
+class SourceIndex(InOrder):
     kind = "source"
 
     def __init__(

@@ -11,16 +11,22 @@ Contract:
   held here.
 - On a delta: inserts enter the window and push its last rows out past `limit` (the key is
   then cut); inserts past the bound of a full window are not held. A delete inside the
-  window of a cut key leaves a place only the rows above can fill: the key's rows are
-  pulled from the input as it is after the step (`pull_in_step`, from the states above,
-  never a fetch); when the states above lack them, the key is evicted and the next lookup
-  fills it through the reader's one upquery. A delete of a row past a cut bound changes
-  nothing here.
+  window of a cut key leaves a place only the rows above can fill. When the input is a
+  state keyed as this one that keeps its rows in order (InOrder: a SourceIndex or a
+  DistinctIncremental), the refill reads from its index the next rows past the bound, one
+  more than the places (whether the key stays cut): a few rows, not the key. The fill of a
+  cut key builds that index (operators/in_order.py), at about the cost of the cut it needs
+  anyway. Otherwise (another input, or that state lacks the key) the key's rows are pulled
+  from the input as it is after the step (`pull_in_step`, from the states above, never a
+  fetch); when the states above lack them, the key is evicted and the next lookup fills it
+  through the reader's one upquery. A delete of a row past a cut bound changes nothing here.
+- Not linear (a window depends on the rows held); no state beside the window and the cut
+  marks: the rows past the bound are the state above's.
 - On a missing key: the delta is dropped (as every partial state).
 - Full state (no key columns, `--full-state`), or no limit: every row is held, as in
   Reader, and a read sorts and cuts: a full state cannot be evicted to refill it.
 - Taps (subscriptions) get the window's changes: the rows that enter and leave it. A tapped
-  key is pinned, and nothing above a pinned reader is evicted, so its refills always pull.
+  key is pinned, and nothing above a pinned reader is evicted, so its refills always answer.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from pomoview.dataflow.node import EvictCols, Node, group_by_key
+from pomoview.dataflow.operators.in_order import InOrder
 from pomoview.dataflow.operators.reader import Reader
 from pomoview.dataflow.state.keyed_state import Key, Row
 from pomoview.dataflow.upquery import pull_in_step, rows
@@ -85,7 +92,22 @@ def first_rows(rows: Iterable[Row], limit: int | None, key: Any) -> list[Row]:
     return heapq.nsmallest(limit, rows, key=key)
 
 
+class _Hole:
+    """A cut window a delete emptied a place in: the rows it still holds up to its `bound`
+    (a sort key), with their weights; the rows after the bound are above."""
+
+    __slots__ = ("known", "bound")
+
+    def __init__(self, known: dict[Row, int], bound: Any) -> None:
+        self.known = known
+        self.bound = bound
+
+
 class TopK(Reader):
+    # Whether fills and refills use the index of the state above (InOrder): bench/
+    # top_k_refill.py turns it off for a round, to time the pull of every row it replaces.
+    ordered_refills = True
+
     def __init__(
         self,
         parent: Node,
@@ -127,18 +149,32 @@ class TopK(Reader):
             return
         assert self.limit is not None
         if len(held) > self.limit:
-            held = [(row, 1) for row in first_rows((r for r, _ in held), self.limit, self.sort_key)]
+            # The state above just answered with these rows: its index in this order is built
+            # now, at the cost of the cut the window needs anyway, and answers the refills.
+            first = self._in_order(key, None, self.limit)
+            if first is None:
+                first = first_rows((r for r, _ in held), self.limit, self.sort_key)
+            held = [(row, 1) for row in first]
             self.cut.add(key)
         else:
             self.cut.discard(key)
         self.state.fill(key, held)
+
+    def _in_order(self, key: Key, after: Any | None, count: int) -> list[Row] | None:
+        """Up to `count` rows of `key` after the sort key `after`, in order, from the index of
+        the state above (InOrder) when that state is keyed as this one and holds `key`; else
+        None (then only a pull of every row of the key can say them)."""
+        parent = self.inputs[0]
+        if not self.ordered_refills or not isinstance(parent, InOrder) or parent.key_cols != self.key_cols:
+            return None
+        return parent.rows_in_order(self.order, self.sort_key, key, after, count)
 
     def on_delta(self, port: int, delta: ZSet[Row]) -> ZSet[Row]:
         if not self.windowed:
             return super().on_delta(port, delta)
         by_key = self.by_key(delta)
         self._keep(by_key)  # before any group changes, as Reader
-        state, refill = self.state, []
+        state, refill = self.state, list[Key]()
         for key, changes in by_key.items():
             stored = state.peek(key)
             if stored is None:
@@ -146,7 +182,8 @@ class TopK(Reader):
                 continue
             self._note((key,))
             window = dict(state.view_of(key, stored))
-            new = self._window(key, window, changes)
+            found = self._window(key, window, changes)
+            new = self._refill_in_order(key, found) if isinstance(found, _Hole) else found
             if new is None:
                 refill.append(key)
             else:
@@ -164,10 +201,28 @@ class TopK(Reader):
             for tap in self.taps.get(key, ()):
                 tap.capture(diff)
 
+    def _refill_in_order(self, key: Key, hole: _Hole) -> dict[Row, int] | None:
+        """The window of a cut key that a delete emptied a place in: the rows it still knows
+        and the next rows past its old bound, read in order from the state above (one more
+        than it needs: whether the key is still cut); None when the state above cannot say."""
+        assert self.limit is not None
+        need = self.limit - len(hole.known)
+        got = self._in_order(key, hole.bound, need + 1)
+        if got is None:
+            return None
+        self.refills += 1
+        self.pulled_rows += len(got)
+        if len(got) <= need:
+            self.cut.discard(key)
+        new = dict(hole.known)
+        new.update(dict.fromkeys(got[:need], 1))
+        return new
+
     def _refill(self, keys: list[Key]) -> None:
-        """Refills the windows of `keys` (a delete emptied a place in each) from the input, as
-        it is after this step, when the states above hold them (Zero's Take pulls past its
-        bound); else evicts them, and the next lookup fills them."""
+        """Refills the windows of `keys` (a delete emptied a place in each, and the input keeps
+        no order to read past the bound) with every row of the key pulled from the input, as
+        it is after this step, when the states above hold them; else evicts them, and the
+        next lookup fills them."""
         self.refills += len(keys)
         answer = pull_in_step(rows(self.inputs[0], self.key_cols, keys))
         if answer is None:
@@ -191,14 +246,14 @@ class TopK(Reader):
 
     def _window(
         self, key: Key, window: dict[Row, int], changes: list[tuple[Row, int]]
-    ) -> dict[Row, int] | None:
-        """The key's window after `changes`, or None when only the rows above can say it.
+    ) -> dict[Row, int] | _Hole:
+        """The key's window after `changes`, or a _Hole when only the rows above can say it.
 
         A cut window holds exactly `limit` rows, and every row of the key up to its last
         one (the bound): what lies past the bound is unknown here. So after the changes
         the window is known when at least `limit` rows up to the old bound remain (a vote
         that moves a row within the window, or a delete matched by an insert before the
-        bound); else a place is empty that a row past the bound may fill, and it is None."""
+        bound); else a place is empty that a row past the bound may fill: a _Hole."""
         cut = key in self.cut
         new = dict(window)
         for row, weight in changes:
@@ -218,7 +273,7 @@ class TopK(Reader):
             bound = max(self.sort_key(row) for row in window)
             known = [row for row in new if not bound < self.sort_key(row)]
             if len(known) < limit:
-                return None
+                return _Hole({row: new[row] for row in known}, bound)
             return {row: new[row] for row in sorted(known, key=self.sort_key)[:limit]}
         if len(new) > limit:
             kept = first_rows(new, limit, self.sort_key)
@@ -246,8 +301,8 @@ class TopK(Reader):
         order = ", ".join(f"{self.schema[c]}{' desc' if d else ''}" for c, d in self.order)
         limit = "" if self.limit is None else f" limit {self.limit}"
         held = (
-            f"at most {self.limit} rows per key (refills pull from the states above, which hold every "
-            "row of a present key)"
+            f"at most {self.limit} rows per key (refills read the next rows in order from the state "
+            "above, or pull the key from the states above, which hold every row of a present key)"
             if self.windowed
             else "every row, cut on read"
         )

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pomoview.dataflow.circuit import Circuit
 from pomoview.dataflow.node import FetchRequest, Filters, KeyedNode, Node, fetch_from, project
 from pomoview.dataflow.operators.aggregate_join import AggregateJoin
+from pomoview.dataflow.operators.in_order import InOrder
 from pomoview.dataflow.operators.source_index import SourceIndex
 from pomoview.dataflow.operators.top_k import TopK
 from pomoview.dataflow.state.keyed_pair import KeyedPair
@@ -180,6 +181,8 @@ class Model:
             return out
 
         for node in self.partial.graph.nodes:
+            if isinstance(node, InOrder):
+                node.check_orders()  # a TopK's refills read these: each its state's rows in order
             if not node.partial:
                 continue
             if isinstance(node, SourceIndex):
