@@ -24,8 +24,8 @@ Compaction: `advance_to(epoch)` lets the trace fold every time of an epoch befor
   calls as soon as its epoch is over: `settle`).
 
 The operators over nested time (DistinctTrace, JoinTrace) read both parts of a key at once
-(`Trace.settled_code`, `settled_values`, `recent_values`, through `unwrap` for a
-TraceBefore) instead of a dict of times built per value.
+(`Trace.histories`, `settled_values`, `recent_values`, through `nested_layout`) instead
+of a dict of times built per value.
 """
 
 from __future__ import annotations
@@ -77,6 +77,14 @@ def decode(code: Code, depth: int) -> list[tuple[Inner, int]]:
 def code_size(code: Code, depth: int) -> int:
     """The number of entries `code` holds."""
     return 1 if type(code) is int else len(code) // depth  # type: ignore[arg-type]
+
+
+def iteration_pairs(code: Code) -> list[tuple[int, int]] | tuple[tuple[int, int], ...]:
+    """The (iteration, weight) entries of the code of settled (epoch, iteration) times."""
+    if type(code) is int:
+        return ((code, 1),)
+    assert isinstance(code, tuple)
+    return list(zip(code[0::2], code[1::2], strict=True))
 
 
 class TraceReader:
@@ -173,6 +181,8 @@ class Trace(TraceReader):
         kept: dict[Hashable, dict[Hashable, Times]] = {}
         self._recent = {}
         for key, values in recent.items():
+            if self.depth == 2 and key not in self._settled:
+                values = self._settle_new_key(key, values, floor)
             for value, times in values.items():
                 later: Times = {}
                 inner: dict[Inner, int] = {}
@@ -253,6 +263,35 @@ class Trace(TraceReader):
                 self._order = None
         self._entries += added
 
+    def _settle_new_key(
+        self, key: Hashable, values: dict[Hashable, Times], floor: int
+    ) -> dict[Hashable, Times]:
+        """Settles the values of a key with nothing settled yet, at (epoch, iteration) times,
+        with no decode and merge (what `advance_to` does for most keys); returns the values
+        with times above `floor`, for the general path."""
+        codes: dict[Hashable, Code] = {}
+        rest: dict[Hashable, Times] = {}
+        for value, times in values.items():
+            if len(times) == 1:
+                ((t, w),) = times.items()
+                if t[0] <= floor:
+                    codes[value] = t[1] if w == 1 else (t[1], w)
+                    continue
+            elif all(t[0] <= floor for t in times):
+                sums: dict[int, int] = {}
+                for t, w in times.items():
+                    sums[t[1]] = sums.get(t[1], 0) + w
+                self._entries -= len(times)
+                code = encode({(i,): w for i, w in sums.items()}, 2)
+                if code is not None:
+                    codes[value] = code
+                    self._entries += code_size(code, 2)
+                continue
+            rest[value] = times
+        if codes:
+            self._settled[key] = codes[None] if len(codes) == 1 and None in codes else codes
+        return rest
+
     def _settle(self, key: Hashable, value: Hashable, entries: dict[Inner, int]) -> None:
         """Adds `entries` (inner time -> weight) to the settled entries of (key, value)."""
         settled = self._settled
@@ -299,6 +338,17 @@ class Trace(TraceReader):
         if type(held) is dict:
             return held.get(value)  # type: ignore[no-any-return]
         return held if value is None else None  # type: ignore[return-value]
+
+    def histories(self, keys: Iterable[Hashable]) -> Iterator[tuple[Hashable, Code | None, Times]]:
+        """For each of `keys`: its value None's settled code (or None) and recent times (read
+        only): a plain ZSet's elements' histories in one pass, for DistinctTrace."""
+        settled, recent = self._settled, self._recent
+        for key in keys:
+            held = settled.get(key)
+            code = held.get(None) if type(held) is dict else held
+            assert not isinstance(code, dict)
+            values = recent.get(key)
+            yield key, code, (values.get(None) or _NO_TIMES) if values is not None else _NO_TIMES
 
     def recent_values(self, key: Hashable) -> Mapping[Hashable, Times]:
         """The key's recent values and their times (above the floor), read only."""
@@ -433,14 +483,23 @@ class TraceBefore(TraceReader):
         return f"TraceBefore({self.time}, {list(self.cursor())!r})"
 
 
-def unwrap(reader: TraceReader) -> tuple[Trace, Time | None] | None:
-    """The trace under `reader` and the time it hides, when the two parts of its layout may
-    be read directly: every hidden entry is recent (above the floor). None otherwise."""
-    if isinstance(reader, Trace):
-        return reader, None
-    if isinstance(reader, TraceBefore) and reader.time[0] > reader.trace.floor:
-        return reader.trace, reader.time
-    return None
+def nested_layout(reader: TraceReader, time: Time) -> tuple[Trace, Time | None] | None:
+    """The trace under `reader` and the time it hides, when an operator at `time`, an
+    (epoch, iteration), may read the two parts of its layout directly: its times are
+    (epoch, iteration) too, and the floor lies below `time`'s epoch (it always does in a
+    circuit: the floor is the epoch before the one running), so that every settled entry is
+    earlier and every hidden one recent. None otherwise (read `times` and `values`)."""
+    if isinstance(reader, TraceBefore):
+        trace, hidden = reader.trace, reader.time
+    elif isinstance(reader, Trace):
+        trace, hidden = reader, None
+    else:
+        return None
+    if len(time) != 2 or trace.depth not in (0, 2) or trace.floor >= time[0]:
+        return None
+    if hidden is not None and hidden[0] <= trace.floor:
+        return None
+    return trace, hidden
 
 
 def _code_bytes(code: Code | Times) -> int:
