@@ -254,8 +254,14 @@ class Trace(TraceReader):
         recent, settled = self._recent, self._settled
         added = 0
         for element, weight in batch.items():
-            if element in recent:
-                self.insert(element, None, time, weight)
+            values = recent.get(element)
+            if values is not None:
+                times = values.get(None)
+                if times is not None and time not in times:  # derived again, at a new time
+                    times[time] = weight
+                    added += 1
+                else:
+                    self.insert(element, None, time, weight)
                 continue
             recent[element] = {None: {time: weight}}
             added += 1
