@@ -179,7 +179,6 @@ class Trace(TraceReader):
         floor = epoch - 1
         recent = self._recent
         kept: dict[Hashable, dict[Hashable, Times]] = {}
-        self._recent = {}
         for key, values in recent.items():
             if self.depth == 2 and key not in self._settled:
                 values = self._settle_new_key(key, values, floor)
@@ -239,18 +238,16 @@ class Trace(TraceReader):
 
     def append(self, batch: ZSet[Any] | IndexedZSet[Any, Any], time: Time) -> None:
         """TraceAppend (§2.9.16): merges `batch` into the trace at `time` (full traces only)."""
-        if isinstance(batch, IndexedZSet):
-            for key, group in batch.groups():
-                for value, weight in group.items():
-                    self.insert(key, value, time, weight)
-            return
         if self.partial or time[0] <= self._epoch - 1 or not batch:
-            for element, weight in batch.items():
-                self.insert(element, None, time, weight)
+            for key, value, weight in _rows(batch):
+                self.insert(key, value, time, weight)
             return
-        # The common case of a nested circuit's epoch, inlined: an element new to the epoch.
         if not self.depth:
             self.depth = len(time)
+        if isinstance(batch, IndexedZSet):
+            self._append_indexed(batch, time)
+            return
+        # The common case of a nested circuit's epoch, inlined: an element new to the epoch.
         recent, settled = self._recent, self._settled
         added = 0
         for element, weight in batch.items():
@@ -266,6 +263,37 @@ class Trace(TraceReader):
             recent[element] = {None: {time: weight}}
             added += 1
             if element not in settled:
+                self._order = None
+        self._entries += added
+
+    def _append_indexed(self, batch: IndexedZSet[Any, Any], time: Time) -> None:
+        """`append` of an indexed batch above the floor: a key's values found once, and a
+        value new at `time` added without `insert`."""
+        recent = self._recent
+        added = 0
+        for key, group in batch.groups():
+            values = recent.get(key)
+            if values is None:
+                values = recent[key] = {}
+                if key not in self._settled:
+                    self._order = None
+            for value, weight in group.items():
+                times = values.get(value)
+                if times is None:
+                    values[value] = {time: weight}
+                    added += 1
+                elif time not in times:
+                    times[time] = weight
+                    added += 1
+                elif times[time] + weight:
+                    times[time] += weight
+                else:
+                    del times[time]
+                    added -= 1
+                    if not times:
+                        del values[value]
+            if not values:  # every value it held cancelled out
+                del recent[key]
                 self._order = None
         self._entries += added
 
@@ -506,6 +534,17 @@ def nested_layout(reader: TraceReader, time: Time) -> tuple[Trace, Time | None] 
     if hidden is not None and hidden[0] <= trace.floor:
         return None
     return trace, hidden
+
+
+def _rows(batch: ZSet[Any] | IndexedZSet[Any, Any]) -> Iterator[tuple[Hashable, Hashable, int]]:
+    """A batch's (key, value, weight) entries: a plain ZSet's elements are keys with value None."""
+    if isinstance(batch, IndexedZSet):
+        for key, group in batch.groups():
+            for value, weight in group.items():
+                yield key, value, weight
+    else:
+        for element, weight in batch.items():
+            yield element, None, weight
 
 
 def _code_bytes(code: Code | Times) -> int:
