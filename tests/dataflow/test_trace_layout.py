@@ -137,6 +137,19 @@ def test_codes_round_trip(entries: dict[tuple[int, int], int], depth: int) -> No
     assert (type(code) is int) == (depth == 2 and list(live.values()) == [1])
 
 
+def test_settling_sums_a_values_times_at_one_iteration() -> None:
+    """Times of two epochs at one iteration, both recent when the floor passes them, settle
+    as one entry: weight 2 (not the int code of weight 1), 2, or nothing when they cancel."""
+    trace = Trace()
+    for key, value, weights in (("k", None, (1, 1)), ("j", "a", (3, -1)), ("c", None, (1, -1))):
+        trace.insert(key, value, (0, 1), weights[0])
+        trace.insert(key, value, (1, 1), weights[1])
+    trace.advance_to(2)
+    assert trace.settled_code("k") == (1, 2) and trace.times("k") == {(1, 1): 2}
+    assert trace.settled_code("j", "a") == (1, 2) and trace.times("j", "a") == {(1, 1): 2}
+    assert trace.times("c") == {} and set(trace.keys()) == {"k", "j"} and len(trace) == 2
+
+
 # -- the operators' direct reads against their general paths ---------------------------------------
 
 # (key, epochs before the last, iteration, weight): few keys and iterations, so that one key's
