@@ -11,7 +11,9 @@ to the from-scratch time (the target is >= 100x cheaper). Peers: a plain-Python
 BFS closure of the same graph, and the non-incremental circuit (JoinStream,
 Distinct) recomputing after each update is what "from scratch" stands for.
 Every update's result is checked against BFS so the figures are of right
-answers. Peak memory is the process's peak RSS.
+answers. Peak memory is the process's peak RSS; `--memory` also measures the memory the
+circuit keeps per closure pair after the first epoch (tracemalloc, which slows every step:
+its times are not comparable with a run without it).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import random
 import resource
 import statistics
 import time
+import tracemalloc
 
 from pomoview.dataflow.circuit import Circuit
 from pomoview.dataflow.operators.child import Child, ChildOutput
@@ -83,6 +86,7 @@ def main() -> None:
     parser.add_argument("--edges", type=int, default=8000)
     parser.add_argument("--updates", type=int, default=5, help="inserts and deletes to time, each")
     parser.add_argument("--seed", type=int, default=20261121)
+    parser.add_argument("--memory", action="store_true", help="trace allocations: bytes kept per pair")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     edges: set[Edge] = set()
@@ -93,8 +97,11 @@ def main() -> None:
     want = bfs_closure(edges)
     bfs_s = time.perf_counter() - started
 
+    if args.memory:
+        tracemalloc.start()
     circuit, out, child = closure_circuit()
     rss_before = peak_rss_mib()
+    traced_before = tracemalloc.get_traced_memory()[0]
     started = time.perf_counter()
     first = circuit.step({"edge": ZSet({e: 1 for e in edges})})[id(out)]
     scratch_s = time.perf_counter() - started
@@ -105,11 +112,21 @@ def main() -> None:
     gc.collect()
     gc_s = time.perf_counter() - started
     assert isinstance(first, ZSet)
+    kept = ""
+    if args.memory:
+        # The circuit's state alone: the epoch's output delta is the caller's, not state.
+        pairs = len(first)
+        del first
+        gc.collect()
+        kept_bytes = tracemalloc.get_traced_memory()[0] - traced_before
+        kept = f"; the circuit keeps {kept_bytes / 2**20:,.0f} MiB, {kept_bytes / pairs:,.0f} bytes per pair"
+        tracemalloc.stop()
+        first = ZSet(dict(child.totals[0].items()))
     closure = ZSet(dict(first.items()))
     assert set(closure.positive()) == want and len(closure) == len(want), "closure differs from BFS"
     print(
         f"graph: {args.nodes} nodes, {len(edges)} edges; closure {len(closure):,} pairs "
-        f"after {child.iterations} iterations\n"
+        f"after {child.iterations} iterations{kept}\n"
     )
 
     rows: list[tuple[str, float, int, int]] = []  # (kind, seconds, output changes, iterations)

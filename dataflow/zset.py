@@ -45,8 +45,17 @@ class ZSet(Generic[E]):
             del self._w[element]
 
     def extend(self, other: ZSet[E]) -> None:
+        mine = self._w
+        if not mine:  # a copy: the nested circuit's unions and totals extend empty sets
+            self._w = dict(other._w)
+            return
+        get = mine.get
         for element, weight in other._w.items():
-            self.add(element, weight)
+            total = get(element, 0) + weight
+            if total:
+                mine[element] = total
+            else:
+                del mine[element]
 
     def weight(self, element: E) -> int:
         return self._w.get(element, 0)
@@ -112,9 +121,18 @@ class ZSet(Generic[E]):
         return out
 
     def index_with(self, key_fn: Callable[[E], K]) -> IndexedZSet[K, E]:
-        out: IndexedZSet[K, E] = IndexedZSet()
+        # Groups of plain dicts, wrapped once: each element is in one group once, with its
+        # non-zero weight, so nothing sums or cancels.
+        groups: dict[K, dict[E, int]] = {}
         for e, w in self._w.items():
-            out.add(key_fn(e), e, w)
+            key = key_fn(e)
+            group = groups.get(key)
+            if group is None:
+                groups[key] = {e: w}
+            else:
+                group[e] = w
+        out: IndexedZSet[K, E] = IndexedZSet()
+        out._groups = {key: ZSet.of_weights(group) for key, group in groups.items()}
         return out
 
 

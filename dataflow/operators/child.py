@@ -35,6 +35,7 @@ from pomoview.dataflow.circuit import Circuit
 from pomoview.dataflow.node import FetchRequest, Node, StateSummary, Value, active, project
 from pomoview.dataflow.operators.feedback import Feedback
 from pomoview.dataflow.operators.import_stream import Import
+from pomoview.dataflow.operators.trace_append import TraceAppend
 from pomoview.dataflow.state.keyed_state import Key, Row
 from pomoview.dataflow.time import Time
 from pomoview.dataflow.trace import Trace
@@ -124,11 +125,24 @@ class Child(Node):
                 break
             iteration = min(later)
         self.iterations = runs
+        if len(time) == 1:
+            # The root's epoch is over: its traces may settle it now, in the epoch's own
+            # time, rather than in the first step of the next one.
+            self.settle(time[0] + 1)
         for total, delta in zip(self.totals, deltas, strict=True):
             total.extend(delta)
         for (k, cols), index in self._indexes.items():
             _index_add(index, cols, deltas[k])
         return tuple(deltas)
+
+    def settle(self, epoch: int) -> None:
+        """Advances every trace of its circuit, nested circuits' too, to `epoch`: no time
+        of an earlier root epoch will come."""
+        for node in self.circuit.nodes:
+            if isinstance(node, TraceAppend):
+                node.settle(epoch)
+            elif isinstance(node, Child):
+                node.settle(epoch)
 
     def _run_iterate(self, inputs: Sequence[Value | None], time: Time) -> tuple[ZSet[Row], ...]:
         feedbacks = [n for n in self.circuit.nodes if isinstance(n, Feedback)]

@@ -20,7 +20,11 @@ such a time schedules the bounds with the rest (which covers any depth).
 
 Contract: not linear. State: the elements scheduled at later times of the
 current epoch (`pending`); the history is the trace input, which must hold the
-input's deltas before t (`z1_trace(trace_append(input))`) and be full.
+input's deltas before t (`z1_trace(trace_append(input))`) and be full (a
+missing key reads as an empty history). At (epoch, iteration) it reads each
+candidate's settled code and recent times straight off the trace
+(`Trace.histories`) and sums the four corners there; elsewhere each history is
+a dict of times (`distinct_delta`).
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from typing import Any
 from pomoview.dataflow.node import Node, Value, active
 from pomoview.dataflow.state.keyed_state import Key, Row
 from pomoview.dataflow.time import Time, lub
-from pomoview.dataflow.trace import Times, TraceReader
+from pomoview.dataflow.trace import Times, Trace, TraceReader, iteration_pairs, nested_layout
 from pomoview.dataflow.zset import ZSet
 
 
@@ -93,19 +97,74 @@ class DistinctTrace(Node):
         delta, trace = inputs
         assert isinstance(trace, TraceReader), f"{self.describe()} needs the input's trace"
         candidates: set[Any] = self.scheduled.pop(time, set())
+        weights: dict[Any, int] = {}
         if active(delta):
             assert isinstance(delta, ZSet), f"{self.describe()} takes a ZSet"
-            candidates.update(delta.elements())
+            weights = dict(delta.items())
+            candidates.update(weights)
+        layout = nested_layout(trace, time)
+        if layout is not None:
+            out = self._nested(candidates, weights, layout[0], layout[1], time)
         else:
-            delta = ZSet()
-        out: ZSet[Any] = ZSet()
+            out = self._general(candidates, weights, trace, time)
+        return ZSet.of_weights(out)
+
+    def _general(
+        self, candidates: set[Any], weights: dict[Any, int], trace: TraceReader, time: Time
+    ) -> dict[Any, int]:
+        """Any depth, any trace: each candidate's history as a dict of times."""
+        out: dict[Any, int] = {}
         for element in candidates:
             history = trace.times(element)
-            out.add(element, distinct_delta(history, delta.weight(element), time))
+            change = distinct_delta(history, weights.get(element, 0), time)
+            if change:
+                out[element] = change
             for earlier in history:
                 later = lub(time, earlier)
                 if later != time:
                     self.scheduled.setdefault(later, set()).add(element)
+        return out
+
+    def _nested(
+        self, candidates: set[Any], weights: dict[Any, int], trace: Trace, hidden: Time | None, time: Time
+    ) -> dict[Any, int]:
+        """`distinct_delta` at (epoch, iteration), read off the trace's two parts: the sums of
+        the history below the four corners, with no dict of times built per element."""
+        epoch, j = time
+        scheduled = self.scheduled
+        out: dict[Any, int] = {}
+        for element, code, recent in trace.histories(candidates):
+            w = weights.get(element, 0)
+            w1 = w2 = w3 = 0  # (e < epoch, i < j), (e < epoch, i == j), (e == epoch, i < j)
+            if code is not None:
+                for i, weight in iteration_pairs(code):
+                    if i < j:
+                        w1 += weight
+                    elif i == j:
+                        w2 += weight
+                    else:  # below no corner; its bound with `time` is a later iteration
+                        scheduled.setdefault((epoch, i), set()).add(element)
+            for t, weight in recent.items():
+                if t == hidden:
+                    continue
+                e, i = t
+                if e > epoch or i > j:
+                    later = (max(e, epoch), max(i, j))
+                    scheduled.setdefault(later, set()).add(element)
+                elif e < epoch:
+                    if i < j:
+                        w1 += weight
+                    else:
+                        w2 += weight
+                elif i < j:
+                    w3 += weight
+                else:  # at `time` itself, in a trace that does not hide it
+                    w += weight
+            # The four corners of `time`, as in `distinct_delta`: H(S(t)) - H(S(t - (1, 0)))
+            # - H(S(t - (0, 1))) + H(S(t - (1, 1))).
+            change = (w1 + w2 + w3 + w > 0) - (w1 + w2 > 0) - (w1 + w3 > 0) + (w1 > 0)
+            if change:
+                out[element] = change
         return out
 
     def idle(self, inputs: Sequence[Value | None], time: Time) -> bool:

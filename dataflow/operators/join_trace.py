@@ -13,8 +13,10 @@ be a later iteration of the current epoch inside a child circuit: that part is
 kept back and emitted when the child reaches that time.
 
 Contract: bilinear. State: the outputs due at later times of the current
-epoch (`pending`); the trace belongs to the TraceAppend that feeds it. The
-trace must be full (a missing key here would lose output).
+epoch (`pending`, summed per row); the trace belongs to the TraceAppend that
+feeds it. The trace must be full (a missing key here would lose output: it is
+asserted). A delta's key is read once, both parts of the trace together
+(`Trace.settled_values`, `recent_values`), not a dict of times per value.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from pomoview.dataflow.operators.union import Union
 from pomoview.dataflow.operators.z1_trace import Z1Trace
 from pomoview.dataflow.state.keyed_state import Key, Row
 from pomoview.dataflow.time import Time, lub
-from pomoview.dataflow.trace import TraceReader
+from pomoview.dataflow.trace import Trace, TraceReader, iteration_pairs, nested_layout
 from pomoview.dataflow.zset import IndexedZSet, ZSet
 
 
@@ -48,25 +50,83 @@ class JoinTrace(Node):
     def __init__(self, delta: Node, trace: Node, join_fn: JoinFn, schema: tuple[str, ...] = ()) -> None:
         super().__init__(schema, (delta, trace))
         self.join_fn = join_fn
-        self.due: dict[Time, ZSet[Hashable]] = {}
+        self.due: dict[Time, dict[Hashable, int]] = {}  # summed, zeros dropped when emitted
 
     def eval(self, inputs: Sequence[Value | None], time: Time) -> Value | None:
         delta, trace = inputs
-        out = self.due.pop(time, ZSet())
-        if not active(delta):
+        out = self.due.pop(time, None)
+        if out is None:
+            out = {}
+        if active(delta):
+            assert isinstance(delta, IndexedZSet), f"{self.describe()} joins an IndexedZSet delta"
+            assert isinstance(trace, TraceReader), f"{self.describe()} joins against a trace"
+            layout = nested_layout(trace, time)
+            if layout is not None:
+                self._nested(delta, layout[0], layout[1], time, out)
+            else:
+                self._general(delta, trace, time, out)
+        return ZSet.of_weights({row: w for row, w in out.items() if w})
+
+    def _at(self, at: Time, time: Time, out: dict[Hashable, int]) -> dict[Hashable, int]:
+        """Where output due at `at` goes: `out` when it is now, else the pending sums."""
+        if at == time:
             return out
-        assert isinstance(delta, IndexedZSet), f"{self.describe()} joins an IndexedZSet delta"
-        assert isinstance(trace, TraceReader), f"{self.describe()} joins against a trace"
+        due = self.due.get(at)
+        if due is None:
+            due = self.due[at] = {}
+        return due
+
+    def _general(
+        self, delta: IndexedZSet[Hashable, Hashable], trace: TraceReader, time: Time, out: dict[Hashable, int]
+    ) -> None:
+        """Any depth, any trace: each key's values as dicts of times."""
         for key, group in delta.groups():
             values = trace.values(key)
             assert values is not None, f"join against a missing key {key!r}"
+            items = list(group.items())
             for v2, times in values.items():
                 for t2, w2 in times.items():
-                    at = lub(time, t2)
-                    into = out if at == time else self.due.setdefault(at, ZSet())
-                    for v1, w1 in group.items():
-                        into.add(self.join_fn(key, v1, v2), w1 * w2)
-        return out
+                    self._emit(key, items, v2, w2, self._at(lub(time, t2), time, out))
+
+    def _nested(
+        self,
+        delta: IndexedZSet[Hashable, Hashable],
+        trace: Trace,
+        hidden: Time | None,
+        time: Time,
+        out: dict[Hashable, int],
+    ) -> None:
+        """At (epoch, iteration), read off the trace's two parts: a settled value's iteration
+        alone says when its products are due (its epoch, the floor, lies below `time`'s)."""
+        epoch, j = time
+        emit = self._emit
+        for key, group in delta.groups():
+            assert trace.is_present(key), f"join against a missing key {key!r}"
+            items = list(group.items())
+            for v2, code in trace.settled_values(key).items():
+                if type(code) is int:  # weight 1 at one iteration: the common case
+                    emit(key, items, v2, 1, out if code <= j else self._at((epoch, code), time, out))
+                    continue
+                for i, w2 in iteration_pairs(code):
+                    emit(key, items, v2, w2, out if i <= j else self._at((epoch, i), time, out))
+            for v2, times in trace.recent_values(key).items():
+                for t2, w2 in times.items():
+                    if t2 != hidden:
+                        at = (max(t2[0], epoch), max(t2[1], j))
+                        emit(key, items, v2, w2, self._at(at, time, out))
+
+    def _emit(
+        self,
+        key: Hashable,
+        items: list[tuple[Hashable, int]],
+        v2: Hashable,
+        w2: int,
+        into: dict[Hashable, int],
+    ) -> None:
+        fn, get = self.join_fn, into.get
+        for v1, w1 in items:
+            row = fn(key, v1, v2)
+            into[row] = get(row, 0) + w1 * w2
 
     def idle(self, inputs: Sequence[Value | None], time: Time) -> bool:
         return not active(inputs[0]) and time not in self.due

@@ -4,7 +4,8 @@ Contract: not linear (its output is all of history). State: the trace, which
 it owns; at time t it appends the input's delta at t and emits the trace (so
 `trace_append(delta, z1_trace(trace))` of the spec is one node here). It runs
 at every time, input or not, because its output is the trace. Its trace is
-compacted as epochs pass (`Trace.advance_to`). In a root circuit it hydrates
+compacted as epochs pass (`Trace.advance_to`; a root Child calls `settle` as soon as
+its epoch is over). In a root circuit it hydrates
 from the input's whole output at time (0,). Not queryable: read the trace.
 """
 
@@ -42,6 +43,11 @@ class TraceAppend(Node):
             assert isinstance(delta, (ZSet, IndexedZSet)), f"{self.describe()} appends (indexed) ZSets"
             self.trace.append(delta, self.untimed or time)
         return self.trace
+
+    def settle(self, epoch: int) -> None:
+        """Compacts the trace as of `epoch` (the root's epochs before it are over)."""
+        if self.untimed is None:
+            self.trace.advance_to(epoch)
 
     def idle(self, inputs: Sequence[Value | None], time: Time) -> bool:
         return False

@@ -261,22 +261,31 @@ def test_trace_before_of_a_partial_trace_keeps_missing_keys_missing() -> None:
 
 
 def _exact_bytes(trace: Trace) -> int:
-    """Every key, value and time sized, as `estimate_bytes` does for the ones it samples."""
+    """Every key, value, code and time sized, as `estimate_bytes` does for the ones it samples."""
     import sys
 
     def deep(v: object) -> int:
+        if type(v) is int and -5 <= v <= 256:
+            return 0
         return sys.getsizeof(v) + (sum(sys.getsizeof(x) for x in v) if type(v) is tuple else 0)
 
-    total = sys.getsizeof(trace._keys)
-    for key, values in trace._keys.items():
+    total = sys.getsizeof(trace._settled) + sys.getsizeof(trace._recent) + sys.getsizeof(trace._present)
+    for key, held in trace._settled.items():
+        total += deep(key)
+        if type(held) is dict:
+            total += sys.getsizeof(held) + sum(deep(value) + deep(code) for value, code in held.items())
+        else:
+            total += deep(held)
+    for key, values in trace._recent.items():
         total += deep(key) + sys.getsizeof(values)
         for value, times in values.items():
             total += deep(value) + sys.getsizeof(times) + sum(deep(t) for t in times)
     return total
 
 
+@pytest.mark.parametrize("settled", [False, True], ids=["recent", "settled"])
 @pytest.mark.parametrize("shape", ["uniform", "one-wide-key"])
-def test_estimate_bytes_samples_keys_and_values_and_is_close(shape: str) -> None:
+def test_estimate_bytes_samples_keys_and_values_and_is_close(shape: str, settled: bool) -> None:
     """A closure's trace: a few keys with thousands of values each, or one key with most of
     them. The estimate, from 64 keys and 8 values of each, is within 25% of every entry
     sized."""
@@ -287,5 +296,7 @@ def test_estimate_bytes_samples_keys_and_values_and_is_close(shape: str) -> None
             trace.insert((k,), (k, v), (0, v % 3), 1)
             if v % 5 == 0:
                 trace.insert((k,), (k, v), (1, 0), -1)
+    if settled:
+        trace.advance_to(3)
     exact = _exact_bytes(trace)
     assert abs(trace.estimate_bytes() - exact) <= 0.25 * exact, (trace.estimate_bytes(), exact)

@@ -73,6 +73,11 @@ def test_extend_is_in_place_add(a: ZSet, b: ZSet) -> None:
     a.extend(b)
     assert a == expected
     assert _no_zero(a)
+    # `a` holds its own weights, even when it was empty and took b's as a copy.
+    b0 = dict(b.items())
+    a.add((9, 9), 1)
+    a.extend(a + ZSet())
+    assert dict(b.items()) == b0
 
 
 @SETTINGS
