@@ -1,7 +1,8 @@
 """Keyed reads of the source store (`SourceStore.fetch` and its variants): one Spark job over
 the files of the keys' buckets at a pinned snapshot, with the key filter pushed into the
 Parquet reader (see `source_store` for the layout), its answer handed to Python as Arrow
-batches and reduced to the present tuples (`presence`)."""
+batches and reduced to the present tuples (`presence`). A windowed fetch (`fetch_window`)
+reduces them in Spark instead, to each key's first tuples in an order."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import ByteType, LongType, StructField, StructType
 
@@ -25,7 +26,7 @@ from pomoview.server.store.presence import latest_columns, latest_of_table
 from pomoview.server.store.schema import SPARK_TYPES, to_spark
 from pomoview.server.store.sessions import PUSH_LIMIT, ReadSessions, read_part_files
 from pomoview.server.store.snapshots import Snapshots
-from pomoview.server.types import Tuple_, Value
+from pomoview.server.types import SourceSchema, Tuple_, Value
 
 # Up to this many keys of several columns, the key filter is an OR of ANDs pushed into the
 # Parquet reader (as `PUSH_LIMIT` for one column); beyond, a broadcast semi-join.
@@ -149,6 +150,41 @@ class StoreReads:
             return snapshot.version, latest_of_table(table, schema)
         return snapshot.version, present
 
+    def fetch_window(
+        self,
+        source: str,
+        columns: Sequence[str],
+        keys: Collection[tuple[Value, ...]],
+        filters: Mapping[str, Value] | None,
+        order: Sequence[tuple[str, bool]],
+        count: int,
+        *,
+        at: Pin,
+    ) -> tuple[int, list[Tuple_]]:
+        """As `SourceStore.fetch_window`."""
+        if count < 1:
+            raise ValueError(f"a window of the fetch from {source!r} holds at least 1 tuple, not {count}")
+        snapshot = self._snapshots.pinned_snapshot(at)
+        state = snapshot.state(source)
+        names = {a for a, _ in state.schema}
+        for a, _ in order:
+            if a not in names:
+                raise KeyError(f"source {source!r} has no attribute {a!r} to order by")
+        if not state.schema:
+            # No attribute: a fetch answers the one tuple () or nothing; no window cuts it.
+            return self.fetch(source, columns, keys, filters, at=at)
+        # Parts whose every row inserts: their distinct rows are the present tuples.
+        bare = all(p.inserts_only for p in state.parts)
+        frame = self.operations(snapshot, source, tuple(columns), keys, filters or {}, stamps=not bare)
+        if frame is None:
+            return snapshot.version, []
+        one = len(keys) == 1 or not columns  # a top-k, not a number per key
+        first = _first_of_each_key(
+            frame, state.schema, tuple(columns), order, count, stamped=not bare, one=one
+        )
+        table = self._collect(first, source)
+        return snapshot.version, list(zip(*(c.to_pylist() for c in table.columns), strict=True))
+
     def fetch_frame(
         self,
         source: str,
@@ -270,3 +306,58 @@ def _semi_join(spark: SparkSession, df: DataFrame, request: _Request) -> DataFra
         Column.__and__, (df[c] == key_df[k] for k, c in zip(names, request.columns, strict=True))
     )
     return df.join(F.broadcast(key_df), on=on, how="left_semi")
+
+
+def _first_of_each_key(
+    df: DataFrame,
+    schema: SourceSchema,
+    columns: tuple[str, ...],
+    order: Sequence[tuple[str, bool]],
+    count: int,
+    *,
+    stamped: bool,
+    one: bool,
+) -> DataFrame:
+    """The first `count` present tuples of each key of `columns` in `order`, from `df`: the
+    operations of a fetch (attributes, _epoch, _op) if `stamped`, else its rows, every one an
+    insert (repeats removed here), of `one` key or more. The attributes alone, a key's tuples
+    together, in `order`.
+
+    Present as in `presence.latest_columns`, and by the same number: a tuple's latest
+    operation, the largest (_epoch, _op), an insert winning a tie, inserts it."""
+    attrs = [column(a) for a, _ in schema]
+    if columns:
+        # One task, no shuffle: a keyed fetch reads its keys' buckets only, and a key's rows
+        # would meet in one task anyway (the scan of many keys' buckets is one task too). A
+        # shuffle by key cost a stage: 0.27 s instead of 0.21 s for a key of 14,000 rows on
+        # local[2] (a plain fetch's job: 0.09 s); 0.16 s when one key's first tuples are a
+        # top-k instead of numbered. Without a key column (a scan), presence shuffles, and the
+        # cut is a top-k of each partition, merged.
+        df = df.coalesce(1)
+    if stamped:
+        stamp = column("_epoch") * 4 + column("_op").cast(LongType()) + 1  # insert: 2 mod 4
+        latest = F.max(stamp).alias("_op")  # no attribute may be called _op
+        df = df.groupBy(*attrs).agg(latest).where(column("_op") % 4 == 2).select(*attrs)
+    else:
+        df = df.dropDuplicates()
+    # A partial order's ties are cut by the other attributes (the caller may not rely on it):
+    # numbering needs an order, and a total one makes the answer repeatable.
+    listed = {a for a, _ in order}
+    by = [column(a).desc() if descending else column(a).asc() for a, descending in order]
+    by += [column(a).asc() for a, _ in schema if a not in listed]
+    if one:
+        return df.orderBy(*by).limit(count)
+    keyed = [column(c) for c in dict.fromkeys(columns)]
+    rank = _unused("_rank", schema)
+    numbered = df.withColumn(rank, F.row_number().over(Window.partitionBy(*keyed).orderBy(*by)))
+    first = numbered.where(column(rank) <= count).select(*attrs)
+    return first.sortWithinPartitions(*(c.asc() for c in keyed), *by)
+
+
+def _unused(name: str, schema: SourceSchema) -> str:
+    """`name`, with underscores added until no attribute is called so (as Spark resolves
+    names: regardless of case)."""
+    taken = {a.lower() for a, _ in schema}
+    while name.lower() in taken:
+        name += "_"
+    return name

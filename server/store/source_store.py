@@ -299,6 +299,31 @@ class SourceStore:
         may repeat a tuple (see `presence.latest_columns`); the tuples never do."""
         return self._reads.fetch_columns(source, columns, keys, filters, at=at)
 
+    def fetch_window(
+        self,
+        source: str,
+        columns: Sequence[str],
+        keys: Collection[tuple[Value, ...]],
+        filters: Mapping[str, Value] | None,
+        order: Sequence[tuple[str, bool]],
+        count: int,
+        *,
+        at: Pin,
+    ) -> tuple[int, list[Tuple_]]:
+        """`fetch` of each key's first `count` present tuples in `order`, (attribute,
+        descending) pairs, most significant first: an ordered view's `ORDER BY ... LIMIT`
+        pushed into the job, which finds the present tuples and numbers them within their key
+        in Spark, so that at most `count` tuples of a key cross to Python.
+
+        Returns (version, tuples), a key's tuples together and in `order`. Spark orders as
+        Python's `sorted` does (a descending attribute reversed) for int, string (by code
+        point) and bool attributes; other types are not promised. With an order that
+        does not list every attribute, ties are cut arbitrarily: which of the tied tuples make
+        the cut is not specified. Raises KeyError for an unknown source or attribute (of
+        `columns`, `filters` or `order`), ValueError for a key of the wrong length or a
+        `count` below 1."""
+        return self._reads.fetch_window(source, columns, keys, filters, order, count, at=at)
+
     def fetch_frame(
         self,
         source: str,
