@@ -20,9 +20,10 @@ Phases and figures:
 - cold: the first lookup of each sampled author in each view, one at a time, alternated
   with DuckDB's query for the same author; p50/p99 (of 8 hot samples the p99 is the max),
   the Spark jobs per lookup (`stats()`), and the rows fetched per cold lookup, for which the
-  growth of the view's SourceIndex nodes' rows is the proxy: the public API does not count
-  the rows a Spark job returns, and a source index may drop rows (a join's other side)
-  that its job fetched.
+  growth of the view's SourceIndex and SourceWindow nodes' rows is the proxy: a source index
+  may drop rows (a join's other side) that its job fetched. newestStories' SourceWindow
+  fetches only each author's first rows (ORDER BY ... LIMIT in the job; its detail in the
+  Describe table counts the rows its jobs returned).
 - warm windows: every warm and small author looked up, then closed-loop readers
   (`--threads`, 1 key per RPC through `Client.lookup`) over newestStories, topStories and
   allStories in turn (A B C A B C, `--windows` each of `--window` s, medians), keys Zipf over
@@ -120,7 +121,7 @@ def nodes(db: Client, view: str) -> dict[str, dict[str, Any]]:
 
 
 def source_rows(of: dict[str, dict[str, Any]]) -> int:
-    return sum(int(n["rows"]) for n in of.values() if n["operator"] == "SourceIndex")
+    return sum(int(n["rows"]) for n in of.values() if n["operator"] in ("SourceIndex", "SourceWindow"))
 
 
 def counters(db: Client) -> tuple[int, int]:

@@ -20,12 +20,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from pomoview.dataflow.node import Fetch, Metrics, Node, Value, active
+from pomoview.dataflow.node import Fetch, FetchWindow, Metrics, Node, Value, active
 from pomoview.dataflow.operators.feedback import Feedback
 from pomoview.dataflow.operators.input import Input
 from pomoview.dataflow.operators.reader import Reader
 from pomoview.dataflow.operators.source_index import SourceIndex
 from pomoview.dataflow.operators.source_slice import SourceSlice
+from pomoview.dataflow.operators.source_window import SourceWindow
 from pomoview.dataflow.state.keyed_state import Key, Row
 from pomoview.dataflow.time import Time
 from pomoview.dataflow.zset import ZSet
@@ -97,12 +98,16 @@ class Circuit:
         assert isinstance(reader, Reader), "this circuit has no reader"
         return reader
 
-    def set_fetch(self, fetch: Fetch) -> None:
-        """Points every source index and slice at `fetch` (the scheduler passes one per lookup)."""
+    def set_fetch(self, fetch: Fetch, fetch_window: FetchWindow | None = None) -> None:
+        """Points every source index and slice at `fetch`, and every source window at
+        `fetch_window` (the scheduler passes them per lookup; without one, a window fetches
+        its keys whole and cuts them itself)."""
         for nodes in self.sources.values():
             for node in nodes:
                 if isinstance(node, SourceIndex):
                     node.fetch = fetch
+                if isinstance(node, SourceWindow):
+                    node.fetch_window = fetch_window
         for piece in self.slices:
             piece.fetch = fetch
 

@@ -19,7 +19,7 @@ from typing import Generic, TypeVar
 
 from pomoview.dataflow.circuit import Circuit
 from pomoview.dataflow.introspect import NodeInfo
-from pomoview.dataflow.node import Fetch, FetchRequest, KeyedNode, Metrics, Node, Value
+from pomoview.dataflow.node import Fetch, FetchRequest, FetchWindow, KeyedNode, Metrics, Node, Value
 from pomoview.dataflow.operators.demand_gate import DemandGate
 from pomoview.dataflow.operators.reader import Reader
 from pomoview.dataflow.operators.source_index import SourceIndex
@@ -111,8 +111,8 @@ class Graph(Generic[ReaderName]):
             if isinstance(node, SourceIndex):
                 if not node.partial:
                     return None
-                if node.key_cols not in needed:
-                    needed.append(node.key_cols)
+                if node.source_key_cols not in needed:
+                    needed.append(node.source_key_cols)
         return needed
 
     def evict_loaded(self, source: str, touched: Mapping[tuple[int, ...], Collection[Key]]) -> bool:
@@ -126,7 +126,7 @@ class Graph(Generic[ReaderName]):
         nodes = [n for n in self.circuit.sources.get(source, ()) if isinstance(n, SourceIndex)]
         plan: list[tuple[SourceIndex, list[Key]]] = []
         for node in nodes:
-            keys = touched.get(node.key_cols)
+            keys = touched.get(node.source_key_cols)
             if not node.partial or keys is None:
                 return False
             present = [k for k in keys if node.state.is_present(k)]
@@ -154,8 +154,8 @@ class Graph(Generic[ReaderName]):
     def partial_bytes(self) -> int:
         return partial_state_bytes(self.nodes)
 
-    def set_fetch(self, fetch: Fetch) -> None:
-        self.circuit.set_fetch(fetch)
+    def set_fetch(self, fetch: Fetch, fetch_window: FetchWindow | None = None) -> None:
+        self.circuit.set_fetch(fetch, fetch_window)
 
     def step(self, changes: Mapping[str, ZSet[Row]]) -> dict[int, Value | None]:
         """One epoch's changes of the sources. The slices of demanded relations

@@ -68,6 +68,33 @@ Filters = tuple[tuple[str, Any], ...]
 Fetch = Callable[[str, tuple[str, ...], list[Key], Filters], Iterable[Row] | None]
 
 
+@dataclass(frozen=True)
+class Window:
+    """A fetch of each key's first `count` tuples in `order` ((attribute, descending) per
+    source attribute, most significant first; total: it lists every attribute), not of
+    every tuple: an ordered view's `ORDER BY ... LIMIT` pushed to the source."""
+
+    order: tuple[tuple[str, bool], ...]
+    count: int
+
+
+@dataclass(frozen=True)
+class WindowRows:
+    """A windowed fetch's answer. `fetched`: the job's tuples of each key that has any, at
+    most `count` in the window's order (a key with `count` of them may have more past the
+    last). `rows`: every key's tuples as they stand now, those of the job with the
+    writes logged since it ran (an insert may fall past a key's last fetched tuple: the
+    caller keeps only those up to it)."""
+
+    rows: list[Row]
+    fetched: dict[Key, list[Row]]
+
+
+# A Fetch with a Window: (source, attributes, keys, filters, window) -> WindowRows, or
+# None when they are not at hand yet (as Fetch).
+FetchWindow = Callable[[str, tuple[str, ...], list[Key], Filters, Window], WindowRows | None]
+
+
 def matches(row: Row, positions: tuple[tuple[int, Any], ...]) -> bool:
     """Whether `row` holds every (column position, value) equality."""
     return all(row[i] == value for i, value in positions)
@@ -99,6 +126,7 @@ class FetchRequest:
     columns: tuple[str, ...]
     keys: tuple[Key, ...]
     filters: Filters = ()
+    window: Window | None = None  # only the first tuples of each key (Window)
 
 
 @dataclass

@@ -17,7 +17,7 @@ from typing import Any
 
 from pomoview.dataflow.circuit import Circuit
 from pomoview.dataflow.graph import Graph
-from pomoview.dataflow.node import Fetch, FetchRequest, Filters
+from pomoview.dataflow.node import Fetch, FetchRequest, FetchWindow, Filters
 from pomoview.dataflow.operators.reader import Reader
 from pomoview.dataflow.state.keyed_state import Key, Row
 from pomoview.dataflow.upquery import Ask, Walk
@@ -165,9 +165,13 @@ class ProgramGraph:
         self._builder.commit()
         return reader
 
-    def start_lookup(self, view: str, key: tuple[str, ...], keys: Sequence[Key]) -> PendingLookup:
-        """A lookup of `keys` of `view` by `key`, to run in rounds (`PendingLookup.advance`)."""
-        return PendingLookup(self, view, key, list(keys))
+    def start_lookup(
+        self, view: str, key: tuple[str, ...], keys: Sequence[Key], *, whole: bool = False
+    ) -> PendingLookup:
+        """A lookup of `keys` of `view` by `key`, to run in rounds (`PendingLookup.advance`);
+        `whole`: a subscription's, whose keys the reader's states must hold whole (an
+        ordered view's SourceWindow holds only the first rows of a key otherwise)."""
+        return PendingLookup(self, view, key, list(keys), whole=whole)
 
     def lookup(self, view: str, key: tuple[str, ...], keys: Sequence[Key], fetch: Fetch) -> list[list[Row]]:
         """The view's rows for each key, in one round: for a fetch that always answers (the
@@ -197,8 +201,11 @@ class PendingLookup:
     calls `advance` again, which resumes the walk where it stopped (upquery.py). The reader
     is built at the first round whose full states' fetches are at hand."""
 
-    def __init__(self, graph: ProgramGraph, view: str, key: tuple[str, ...], keys: list[Key]) -> None:
+    def __init__(
+        self, graph: ProgramGraph, view: str, key: tuple[str, ...], keys: list[Key], *, whole: bool = False
+    ) -> None:
         self.graph = graph
+        self.whole = whole
         self.view = view
         self.key = key
         self.keys = keys
@@ -206,16 +213,20 @@ class PendingLookup:
         self.steps = 0  # node visits over every round
         self._walk: Walk | None = None
 
-    def advance(self, fetch: Fetch) -> LookupResult:
+    def advance(self, fetch: Fetch, fetch_window: FetchWindow | None = None) -> LookupResult:
+        """One round; `fetch_window` answers the windowed fetches of ordered views (without
+        one, a SourceWindow fetches its keys whole and cuts them)."""
         self.rounds += 1
         graph = self.graph.graph
         fetch = self.graph.demands.fetch(fetch)
-        graph.set_fetch(fetch)
+        graph.set_fetch(fetch, fetch_window)
         if self._walk is None:
             reader = self.graph.reader(self.view, self.key, fetch)
             if not isinstance(reader, Reader):
                 return LookupResult(None, reader, 0)
-            graph.set_fetch(fetch)  # the new source indexes too
+            graph.set_fetch(fetch, fetch_window)  # the new source indexes too
+            if self.whole:
+                reader.want_whole(self.keys)
             self._walk = Walk(Ask(reader.lookup_step, (self.keys,)))
         result = self._walk.advance(graph.token)
         self.steps += result.steps

@@ -16,7 +16,7 @@ Contract (beside the state's own, which this changes in nothing):
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Collection, Hashable, Sequence
 from typing import Any
 
 from pomoview.dataflow.node import KeyedNode, StateSummary, Value, rows_by_key
@@ -51,6 +51,18 @@ class InOrder(KeyedNode):
             index.build(key, group, index.size_for(key, after, count))
             got = index.rows_after(key, after, count)
         return got
+
+    def cut_at(self, key: Key) -> bool:
+        """Whether rows of `key` lie past those this state holds (a SourceWindow's cut key);
+        a state that holds every row of its present keys says False."""
+        return False
+
+    def hold_whole(self, keys: Collection[Key]) -> None:
+        """A subscription will hold `keys`: from now on they are held with every row (a
+        SourceWindow's concern; every other InOrder already does)."""
+
+    def release_whole(self, keys: Collection[Key]) -> None:
+        """Undoes `hold_whole(keys)`."""
 
     def order_index(self, order: Hashable) -> OrderedIndex | None:
         """The index of `order`, if a read in that order made one."""

@@ -122,6 +122,10 @@ class Reader(KeyedNode):
             if self.state.partial:
                 self.state.pin(key)
 
+    def want_whole(self, keys: Collection[Key]) -> None:
+        """Before a subscription's lookup of `keys`: what must hold them whole from now on
+        does (operators/top_k.py); a Reader's states above always do."""
+
     def untap(self, keys: Collection[Key], tap: Tap) -> None:
         """Undoes `tap(keys, tap)`."""
         for key in keys:

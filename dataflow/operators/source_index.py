@@ -69,6 +69,11 @@ class SourceIndex(InOrder):
         self.filters: Filters = tuple(filters)
         self._tests = tuple((attributes.index(a), v) for a, v in self.filters)
 
+    @property
+    def source_key_cols(self) -> tuple[int, ...]:
+        """The key columns as positions in the source's tuples (a bulk load's keys)."""
+        return self.key_cols
+
     def on_delta(self, port: int, delta: ZSet[Row]) -> ZSet[Row]:
         # The batch grouped by key first: each key's state is found once, and a packed group
         # takes its rows at once (KeyedState.set_presence).

@@ -37,7 +37,7 @@ from typing import Any
 
 from pomoview.dataflow.node import EvictCols, Node, group_by_key
 from pomoview.dataflow.operators.in_order import InOrder
-from pomoview.dataflow.operators.reader import Reader
+from pomoview.dataflow.operators.reader import Reader, Tap
 from pomoview.dataflow.state.keyed_state import Key, Row
 from pomoview.dataflow.upquery import pull_in_step, rows
 from pomoview.dataflow.zset import ZSet
@@ -148,7 +148,7 @@ class TopK(Reader):
             super().fill_key(key, held)
             return
         assert self.limit is not None
-        if len(held) > self.limit:
+        if len(held) > self.limit or self._cut_above(key):
             # The state above just answered with these rows: its index in this order is built
             # now, at the cost of the cut the window needs anyway, and answers the refills.
             first = self._in_order(key, None, self.limit)
@@ -159,6 +159,32 @@ class TopK(Reader):
         else:
             self.cut.discard(key)
         self.state.fill(key, held)
+
+    def _cut_above(self, key: Key) -> bool:
+        """Whether the state above holds only the first rows of `key` (a SourceWindow)."""
+        parent = self.inputs[0]
+        return isinstance(parent, InOrder) and parent.key_cols == self.key_cols and parent.cut_at(key)
+
+    def tap(self, keys: Collection[Key], tap: Tap) -> None:
+        super().tap(keys, tap)
+        parent = self.inputs[0]
+        if isinstance(parent, InOrder):
+            # Invariant: a pinned key is held whole above (the subscription's lookup asked
+            # for it whole, `want_whole`), so its refills always answer in the step.
+            assert not any(parent.cut_at(k) for k in keys), f"tap of keys {keys} cut above"
+
+    def untap(self, keys: Collection[Key], tap: Tap) -> None:
+        super().untap(keys, tap)
+        parent = self.inputs[0]
+        if isinstance(parent, InOrder):
+            parent.release_whole(keys)
+
+    def want_whole(self, keys: Collection[Key]) -> None:
+        """Before a subscription's lookup of `keys`: the state above holds them whole from
+        now on (until `untap`), evicting those it holds cut, and here too."""
+        parent = self.inputs[0]
+        if isinstance(parent, InOrder):
+            parent.hold_whole(keys)
 
     def _in_order(self, key: Key, after: Any | None, count: int) -> list[Row] | None:
         """Up to `count` rows of `key` after the sort key `after`, in order, from the index of
@@ -210,9 +236,11 @@ class TopK(Reader):
         got = self._in_order(key, hole.bound, need + 1)
         if got is None:
             return None
+        # Invariant: a SourceWindow above evicts a cut key it holds fewer than `limit` rows of.
+        assert len(got) >= need or not self._cut_above(key), f"{key!r}: {len(got)} rows past the bound"
         self.refills += 1
         self.pulled_rows += len(got)
-        if len(got) <= need:
+        if len(got) <= need and not self._cut_above(key):
             self.cut.discard(key)
         new = dict(hole.known)
         new.update(dict.fromkeys(got[:need], 1))

@@ -46,7 +46,8 @@ from pomoview.dataflow.operators.map import Column, Constant, Map
 from pomoview.dataflow.operators.minus import Minus
 from pomoview.dataflow.operators.reader import Reader
 from pomoview.dataflow.operators.source_index import SourceIndex
-from pomoview.dataflow.operators.top_k import TopK
+from pomoview.dataflow.operators.source_window import SourceWindow
+from pomoview.dataflow.operators.top_k import OrderColumns, TopK
 from pomoview.dataflow.operators.trace_append import TraceAppend
 from pomoview.dataflow.operators.union import Union
 from pomoview.dataflow.operators.unit import Unit
@@ -62,6 +63,7 @@ from pomoview.planner.frontend.validate import Relation
 from pomoview.planner.ir import ra
 from pomoview.planner.ir.cyclic import multi_joins
 from pomoview.planner.ir.provenance import Key, Keyed, Provenance
+from pomoview.planner.ir.windows import SourceWindowPlan, source_window
 
 UserFunction = Callable[[list[tuple[Any, ...]]], object]
 
@@ -526,19 +528,55 @@ class CircuitBuilder:
         With a `gate` (a demanded relation, planner/demand/): `relation` is built full, since
         its rules compute only demanded keys, and the reader reads it through the node
         `gate(parent, key_cols)`, which demands each key it fills."""
-        parent = self.build(self.exprs[relation], None if gate is not None else key or None)
         partial = bool(key) and self.allow_partial
+        if order is not None and order.limit is not None and partial and gate is None:
+            window = self._source_window(relation, key, order)
+            if window is not None:
+                return window
+        parent = self.build(self.exprs[relation], None if gate is not None else key or None)
         key_cols = _positions(parent.schema, key)
         if gate is not None:
             parent = gate(parent, key_cols)
         if order is None:
             return Reader(parent, key_cols, partial=partial)
-        names = tuple(a for a, _ in order.by)
-        columns = tuple(zip(_positions(parent.schema, names), (d for _, d in order.by), strict=True))
+        columns = _order_columns(parent.schema, order)
         return TopK(parent, key_cols, partial=partial, order=columns, limit=order.limit)
+
+    def _source_window(self, relation: str, key: tuple[str, ...], order: ViewOrder) -> TopK | None:
+        """The TopK of an ordered view with a limit over a SourceWindow of its own (not
+        shared: it holds only each key's first rows), when planner/ir/windows.py finds the
+        view's rows to be one source's tuples; else None."""
+        assert order.limit is not None
+        expr = self.exprs[relation]
+        plan = source_window(expr, self.relations, self.hidden)
+        if not isinstance(plan, SourceWindowPlan):
+            return None
+        schema = expr.schema
+        key_cols = _positions(schema, key)
+        columns = _order_columns(schema, order)
+        window = SourceWindow(
+            plan.source,
+            plan.attributes,
+            plan.columns,
+            schema,
+            key_cols,
+            self.fetch,
+            order=columns,
+            limit=order.limit,
+            filters=plan.filters,
+        )
+        # Its rows are the view's (for a from-scratch check of its state: tests/planner).
+        window.origin = self.provenance.plan(expr, key)
+        return TopK(window, key_cols, partial=True, order=columns, limit=order.limit)
 
     def reader(self, relation: str, key: tuple[str, ...], order: ViewOrder | None = None) -> Circuit:
         """A hydrated circuit of its own whose reader answers `relation` by the `key` attributes."""
         circuit = Circuit(self.reader_node(relation, key, order))
         circuit.hydrate()
         return circuit
+
+
+def _order_columns(schema: tuple[str, ...], order: ViewOrder) -> OrderColumns:
+    """The view's order as (column position, descending) pairs of `schema`."""
+    names = tuple(a for a, _ in order.by)
+    return tuple(zip(_positions(schema, names), (d for _, d in order.by), strict=True))

@@ -11,10 +11,12 @@ and are fetched again.
 
 from __future__ import annotations
 
+import dataclasses
+from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from pomoview.dataflow.node import Filters, matches
+from pomoview.dataflow.node import FetchRequest, Filters, Window, WindowRows, matches
 from pomoview.dataflow.state.int_set import IntSet
 from pomoview.dataflow.state.keyed_state import Key, PackedRows, Row
 from pomoview.server.reads.spark_fetch import Prefetched
@@ -75,9 +77,64 @@ class AnswersAtHand:
                 and wanted <= answer.keys
                 and set(answer.filters) <= set(filters)
                 and answer.version >= base
+                and answer.window is None
             ):
                 return answer
         return None
+
+    def window(
+        self, source: str, cols: tuple[str, ...], keys: list[Key], filters: Filters, window: Window
+    ) -> WindowRows | None:
+        """A windowed fetch (a SourceWindow's): the job's first tuples of each key, and the
+        keys' tuples advanced to the applied epoch with the log tail; None when no answer
+        at hand is of that window, with these filters, and holds every key."""
+        wanted = set(keys)
+        base = self._view.tail.base
+        answer = next(
+            (
+                a
+                for a in self.answers
+                if a.source == source
+                and a.columns == cols
+                and a.window is not None
+                and a.window.order == window.order
+                and a.window.count >= window.count  # a wider job (`widen`) answers too
+                and set(a.filters) == set(filters)
+                and wanted <= a.keys
+                and a.version >= base
+            ),
+            None,
+        )
+        if answer is None:
+            return None
+        state = self._view
+        schema = [a for a, _ in state.require_program().source_schema(source)]
+        positions = [schema.index(c) for c in cols]
+        tests = tuple((schema.index(a), v) for a, v in filters)
+        fetched: dict[Key, list[Row]] = {k: list[Row](answer.by_key[k]) for k in wanted if k in answer.by_key}
+        tuples = [t for got in fetched.values() for t in got]
+        now = state.tail.overlay(source, tuples, answer.version, state.applied_epoch, positions, keys, tests)
+        return WindowRows(list(now), fetched)
+
+    def widen(self, misses: list[FetchRequest]) -> list[FetchRequest]:
+        """The round's misses, each windowed one asking for as many more tuples of a key as
+        the log holds deletes of one of its keys after the store's version: its job reads the
+        store, and those deletes, applied over the answer, would leave a window short of
+        its count (and the fill would ask again, a second job)."""
+        out = []
+        tail, applied = self._view.tail, self._view.applied_epoch
+        for miss in misses:
+            if miss.window is None:
+                out.append(miss)
+                continue
+            schema = [a for a, _ in self._view.require_program().source_schema(miss.source)]
+            positions = [schema.index(c) for c in miss.columns]
+            ops = tail.key_operations(miss.source, positions, miss.keys, tail.base, applied)
+            deletes = Counter(tuple(t[i] for i in positions) for t, op in ops if op < 0)
+            extra = max(deletes.values(), default=0)
+            window = Window(miss.window.order, miss.window.count + extra)
+            out.append(dataclasses.replace(miss, window=window) if extra else miss)
+        return out
 
     def _packed(self, answer: Prefetched, wanted: set[Key], tests: tuple[tuple[int, Any], ...]) -> PackedRows:
         """A packed answer advanced to the applied epoch: each key's values from the Spark

@@ -80,11 +80,14 @@ class Lookups:
         timeout: float | None = None,
         on_answer: OnAnswer | None = None,
         trace: LookupTrace | None = None,
+        *,
+        whole: bool = False,
     ) -> tuple[list[list[dict[str, object]]], int]:
         """The rows of each key and the epoch they reflect. `on_answer(key_attrs, keys)` is
         called under the dataflow lock right after the rows were read, before any later
-        epoch is applied (a subscription attaches there)."""
-        rows, epoch = self.lookup_rows(view, keys, min_epoch, timeout, on_answer, trace)
+        epoch is applied (a subscription attaches there). `whole`: the reader's states hold
+        the keys whole from now on (a subscription's: see `PendingLookup`)."""
+        rows, epoch = self.lookup_rows(view, keys, min_epoch, timeout, on_answer, trace, whole=whole)
         attrs = view_relation(self._view.require_program(), view).attributes
         return [[dict(zip(attrs, row, strict=True)) for row in group] for group in rows], epoch
 
@@ -96,6 +99,8 @@ class Lookups:
         timeout: float | None = None,
         on_answer: OnAnswer | None = None,
         trace: LookupTrace | None = None,
+        *,
+        whole: bool = False,
     ) -> tuple[list[list[Row]], int]:
         """`lookup`, each row a tuple in the view's attribute order (and key order: an
         ordered view's rows in its order)."""
@@ -108,7 +113,7 @@ class Lookups:
         def read(_: Reader, rows: list[list[Row]]) -> list[list[Row]]:
             return rows
 
-        return self._rounds(program, view, key_attrs, key_tuples, read, on_answer, trace)
+        return self._rounds(program, view, key_attrs, key_tuples, read, on_answer, trace, whole)
 
     def lookup_encoded(
         self,
@@ -149,6 +154,7 @@ class Lookups:
         read: Callable[[Reader, list[list[Row]]], T],
         on_answer: OnAnswer | None,
         trace: LookupTrace | None,
+        whole: bool = False,
     ) -> tuple[T, int]:
         """Runs the lookup's walk in rounds until it answers; `read` makes the answer from the
         reader and its rows, under the lock of the answering round."""
@@ -168,12 +174,13 @@ class Lookups:
                     if pending is None or pending.graph is not graph:
                         # First round, or the graph was rebuilt between rounds: the walk starts
                         # on the new graph (the answers at hand still serve it).
-                        pending = graph.start_lookup(view, key_attrs, key_tuples)
+                        pending = graph.start_lookup(view, key_attrs, key_tuples, whole=whole)
                     result = self._round(pending, at_hand)
+                    misses = at_hand.widen(result.misses)
                     if trace is not None:
                         trace.rounds += 1
                         trace.steps += result.steps
-                        trace.fetches += len(result.misses)
+                        trace.fetches += len(misses)
                     if result.rows is not None:
                         answer = read(graph.graph.readers[(view, key_attrs)], result.rows)
                         epoch = state.applied_epoch
@@ -186,7 +193,7 @@ class Lookups:
                             state.enforce_budget()
                         break
                 missed = True
-                round_tickets = self._jobs.submit(result.misses)
+                round_tickets = self._jobs.submit(misses)
                 tickets.extend(round_tickets)
                 at_hand.answers.extend(self._await_fetches(round_tickets))
         finally:
@@ -198,7 +205,7 @@ class Lookups:
     def _round(self, pending: PendingLookup, at_hand: AnswersAtHand) -> LookupResult:
         """One round of the walk (caller holds the dataflow lock)."""
         try:
-            result = pending.advance(at_hand)
+            result = pending.advance(at_hand, at_hand.window)
         except Exception:
             # A walk stops at a miss with every state filled completely or untouched; anything
             # raised may have left a state half filled: start a new graph so that it is never
@@ -275,7 +282,7 @@ class Lookups:
             sub.attributes = [(a, relation.types[a]) for a in relation.attributes]
             attached.append((sub, key_tuples))
 
-        results, epoch = self.lookup(view, keys, None, timeout, on_answer=attach)
+        results, epoch = self.lookup(view, keys, None, timeout, on_answer=attach, whole=True)
         [(sub, key_tuples)] = attached
         seen: set[Key] = set()
         rows = []

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from pomoview.dataflow.node import FetchRequest, Filters
+from pomoview.dataflow.node import FetchRequest, Filters, Window
 from pomoview.dataflow.state.keyed_state import Key, RowLayout
 from pomoview.planner.compile import CompiledProgram
 from pomoview.server.errors import DeadlineExceeded, Unavailable
@@ -47,6 +47,8 @@ class Prefetched:
     # each key's values, sorted and unique, in place of `by_key`.
     packed: dict[Key, np.ndarray] | None = None
     layout: RowLayout | None = None
+    # A windowed job's (FetchRequest.window): each key's first tuples only, not all of them.
+    window: Window | None = None
 
 
 class SparkFetch:
@@ -95,6 +97,7 @@ class SparkFetch:
             # stay missing and the next lookup runs the job again.
             raise Unavailable(self._failure(pending.source, err)) from err
         if isinstance(answer, pa.Table):
+            assert pending.window is None, "a windowed fetch answers in tuples"
             return _packed(pending, schema, version, answer)
         tuples = answer
         positions = [[a for a, _ in schema].index(c) for c in pending.columns]
@@ -107,13 +110,29 @@ class SparkFetch:
             for t in tuples:
                 by_key.setdefault(tuple(t[i] for i in positions), []).append(t)
         return Prefetched(
-            pending.source, pending.columns, frozenset(pending.keys), version, by_key, pending.filters
+            pending.source,
+            pending.columns,
+            frozenset(pending.keys),
+            version,
+            by_key,
+            pending.filters,
+            window=pending.window,
         )
 
     def _store_fetch(
         self, pending: FetchRequest, schema: SourceSchema, pin: Pin
     ) -> tuple[int, pa.Table | list[Tuple_]]:
         """The store's answer: an Arrow table (packed form) or tuples, and the version read."""
+        if pending.window is not None:
+            return self._store.fetch_window(  # type: ignore[no-any-return]
+                pending.source,
+                pending.columns,
+                list(pending.keys),  # type: ignore[arg-type]
+                dict(pending.filters),
+                pending.window.order,
+                pending.window.count,
+                at=pin,
+            )
         if _packable(schema, pending.columns):
             return self._store.fetch_columns(  # type: ignore[no-any-return]
                 pending.source, pending.columns, list(pending.keys), dict(pending.filters), at=pin  # type: ignore[arg-type]

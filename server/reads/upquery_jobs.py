@@ -1,5 +1,5 @@
 """Coalesced upqueries: at most one keyed Spark job at a time per channel (a source, the
-columns it is asked by, and its filters); misses that arrive while it runs go together into
+columns it is asked by, its filters and its window, if any); misses that arrive while it runs go together into
 the channel's next job, and a miss whose keys the running job already fetches waits for it.
 
 A job gathers before its Spark job runs: it takes the keys of every miss that arrives until
@@ -30,10 +30,10 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from pomoview.dataflow.node import FetchRequest, Filters
+from pomoview.dataflow.node import FetchRequest, Filters, Window
 from pomoview.dataflow.state.keyed_state import Key
 
-Channel = tuple[str, tuple[str, ...], Filters]
+Channel = tuple[str, tuple[str, ...], Filters, Window | None]
 
 
 @dataclass(eq=False)
@@ -111,7 +111,7 @@ class UpqueryJobs:
         start: list[_Job] = []
         with self._lock:
             for request in requests:
-                channel = (request.source, request.columns, request.filters)
+                channel = (request.source, request.columns, request.filters, request.window)
                 state = self._channels.setdefault(channel, _ChannelState())
                 job = state.running
                 if job is not None and job.gathering:
@@ -145,12 +145,12 @@ class UpqueryJobs:
         self._pool.submit(self._execute, job)
 
     def _execute(self, job: _Job) -> None:
-        source, columns, filters = job.channel
+        source, columns, filters, window = job.channel
         if self.linger:
             self._gather(job)
         try:
             job.pin = self._pin()
-            job.answer = self._run(FetchRequest(source, columns, tuple(job.keys), filters), job.pin)
+            job.answer = self._run(FetchRequest(source, columns, tuple(job.keys), filters, window), job.pin)
         except BaseException as err:  # handed to every waiting lookup
             job.error = err
         follow: _Job | None = None

@@ -8,6 +8,7 @@ import contextlib
 import json
 import queue
 import random
+import re
 import subprocess
 import sys
 import threading
@@ -21,7 +22,7 @@ from pomoview.client import Client
 from pomoview.client.errors import PomoviewError
 from pomoview.client.subscription import Change
 
-from .server_process import ServerProcess
+from .server_process import ServerProcess, wait_for_flush
 
 PROGRAM = """
 source story(author: int, id: int, created: int).
@@ -180,6 +181,51 @@ def test_describe_names_the_top_k(ordered_server: ServerProcess) -> None:
         nodes = db.describe("newest")["nodes"]
         top = [n for n in nodes if n["operator"] == "TopK"]  # type: ignore[index, union-attr]
         assert len(top) == 1 and top[0]["rows"] <= 3 * top[0]["present_keys"], top
+
+
+def _window_fetched(db: Client) -> tuple[int, int, int]:
+    """The newest view's SourceWindow (its fills fetch only each key's first rows): how many
+    fills it made, how many rows their Spark jobs returned, and how many windows ran short
+    (evicted), from Describe."""
+    nodes = db.describe("newest")["nodes"]
+    [node] = [n for n in nodes if n["operator"] == "SourceWindow"]  # type: ignore[union-attr]
+    found = re.search(r"(\d+) fills fetched (\d+) rows; \d+ keys cut; (\d+) ran short", node["detail"])  # type: ignore[index]
+    assert found is not None, node
+    return int(found.group(1)), int(found.group(2)), int(found.group(3))
+
+
+def test_a_cold_lookup_fetches_only_the_window(ordered_server: ServerProcess) -> None:
+    """40 stories of one author in Parquet: the cold lookup's one Spark job returns the 3 rows
+    of the window (ORDER BY ... LIMIT in the job), not 40. Deleting the top row leaves the
+    window short: the key is evicted, and the next lookup's one job returns 3 rows again (4
+    when the delete is still in the log, not in Parquet)."""
+    author = 31
+    with ordered_server.client() as db:
+        stories = {(author, 8000 + i, i % 7) for i in range(40)}
+        epoch = db.write("story", insert=[{"author": a, "id": i, "created": c} for a, i, c in stories])
+        wait_for_flush(db, epoch)
+        db.lookup("newest", {"author": 0})  # the reader exists
+        fills, fetched, short = _window_fetched(db)
+        jobs = db.stats()["spark_jobs"]
+        assert db.lookup("newest", {"author": author}, min_epoch=epoch) == model(stories, author, True, 3)
+        assert _window_fetched(db) == (fills + 1, fetched + 3, short)
+        assert db.stats()["spark_jobs"] == jobs + 1  # type: ignore[operator]
+        top = model(stories, author, True, 1)[0]
+        epoch = db.write("story", delete=[top])
+        stories.discard((top["author"], top["id"], top["created"]))
+        wait_for_flush(db, epoch)
+        assert db.lookup("newest", {"author": author}, min_epoch=epoch) == model(stories, author, True, 3)
+        assert _window_fetched(db) == (fills + 2, fetched + 6, short + 1)
+        assert db.stats()["spark_jobs"] == jobs + 2  # type: ignore[operator]
+        # Again, read before the delete reaches Parquet: the job asks for one tuple more (the
+        # log's delete of the key), so one job still fills the window.
+        top = model(stories, author, True, 1)[0]
+        epoch = db.write("story", delete=[top])
+        stories.discard((top["author"], top["id"], top["created"]))
+        assert db.lookup("newest", {"author": author}, min_epoch=epoch) == model(stories, author, True, 3)
+        assert db.stats()["spark_jobs"] == jobs + 3  # type: ignore[operator]
+        now = _window_fetched(db)
+        assert now[0] == fills + 3 and now[1] - fetched - 6 in (3, 4) and now[2] == short + 2, now
 
 
 def _pages(db: Client, view: str, author: int, size: int, epoch: int) -> tuple[list[dict], bool]:

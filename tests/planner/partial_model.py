@@ -16,10 +16,20 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from pomoview.dataflow.circuit import Circuit
-from pomoview.dataflow.node import FetchRequest, Filters, KeyedNode, Node, fetch_from, project
+from pomoview.dataflow.node import (
+    FetchRequest,
+    Filters,
+    KeyedNode,
+    Node,
+    Window,
+    WindowRows,
+    fetch_from,
+    project,
+)
 from pomoview.dataflow.operators.aggregate_join import AggregateJoin
 from pomoview.dataflow.operators.in_order import InOrder
 from pomoview.dataflow.operators.source_index import SourceIndex
+from pomoview.dataflow.operators.source_window import SourceWindow
 from pomoview.dataflow.operators.top_k import TopK
 from pomoview.dataflow.state.keyed_pair import KeyedPair
 from pomoview.dataflow.state.keyed_state import Key, Row
@@ -57,6 +67,10 @@ class Model:
         self.full = ProgramGraph(program, partial=False, binary_joins=binary_joins)
         self.fetches = 0
         self.epoch = 0  # writes so far
+        # A windowed fetch's source as its job saw it (when the lookup missed it): the
+        # job's first tuples come from there, the writes since from the log (at_hand.py).
+        self.snapshots: dict[FetchRequest, set[Row]] = {}
+        self.windowed_fetches = 0
 
     # -- sources --------------------------------------------------------------------------
 
@@ -107,15 +121,61 @@ class Model:
                     return self.now(source, names, keys, filters)
             return None
 
+        def fetch_window(
+            source: str, names: tuple[str, ...], keys: list[Key], filters: Filters, window: Window
+        ) -> WindowRows | None:
+            for r in pending.requests:
+                if (
+                    r.window == window
+                    and r.source == source
+                    and r.columns == names
+                    and set(keys) <= set(r.keys)
+                    and set(r.filters) == set(filters)
+                ):
+                    self.windowed_fetches += 1
+                    return self.window_answer(source, names, keys, filters, window, self.snapshots[r])
+            return None
+
         if pending.lookup is None or pending.lookup.graph is not self.partial:
             pending.lookup = self.partial.start_lookup(pending.view, pending.key, pending.values)
-        result = pending.lookup.advance(fetch)
+        result = pending.lookup.advance(fetch, fetch_window)
         pending.steps += result.steps
         if result.rows is None:
             pending.requests.update(result.misses)
+            for miss in result.misses:
+                if miss.window is not None:
+                    self.snapshots.setdefault(miss, set(self.store[miss.source]))
             return None
         pending.lookup = None  # done: a later attempt looks up again
         return result.rows
+
+    def window_answer(
+        self,
+        source: str,
+        names: tuple[str, ...],
+        keys: list[Key],
+        filters: Filters,
+        window: Window,
+        snapshot: set[Row],
+    ) -> WindowRows:
+        """What the server's windowed fetch answers: each key's first `window.count` tuples
+        of the source at the job's `snapshot` (in the window's order, as Spark sorts them),
+        and the keys' tuples as the log advances those to now (at_hand.py)."""
+        attributes = self.attributes(source)
+        cols = tuple(attributes.index(n) for n in names)
+        then = fetch_from(snapshot, attributes, names, keys, filters)
+        for name, descending in reversed(window.order):  # stable sorts, the last key first
+            position = attributes.index(name)
+            then.sort(key=lambda row: row[position], reverse=descending)
+        fetched: dict[Key, list[Row]] = {}
+        for row in then:
+            got = fetched.setdefault(project(row, cols), [])
+            if len(got) < window.count:
+                got.append(row)
+        now = set(self.now(source, names, keys, filters))
+        first = [row for got in fetched.values() for row in got]
+        rows = [row for row in first if row in now] + [row for row in now if row not in snapshot]
+        return WindowRows(rows, fetched)
 
     def reference(self, view: str, key: tuple[str, ...], values: list[Key]) -> list[set[Row]]:
         rows = self.full.lookup(view, key, values, self.now)
@@ -185,7 +245,17 @@ class Model:
                 node.check_orders()  # a TopK's refills read these: each its state's rows in order
             if not node.partial:
                 continue
-            if isinstance(node, SourceIndex):
+            if isinstance(node, SourceWindow):
+                # Each key's rows up to its bound (all of them when it is not cut), at least
+                # `limit` of them when it is cut.
+                by_key = restricted(output(node), node.key_cols)
+                for key in node.state.keys():
+                    rows = by_key.get(key, {})
+                    bound = node.bounds.get(key)
+                    want = {r: 1 for r in rows if bound is None or not bound < node.sort_key(r)}
+                    assert dict(node.state.get(key) or {}) == want, f"{node.describe()} at {key!r}"
+                    assert bound is None or len(want) >= node.limit, f"{node.describe()}: {key!r} short"
+            elif isinstance(node, SourceIndex):
                 for key in node.state.keys():
                     names = tuple(node.schema[c] for c in node.key_cols)
                     want = set(self.now(node.source, names, [key], node.filters))

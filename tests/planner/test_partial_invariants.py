@@ -46,6 +46,7 @@ from random_programs import (  # noqa: E402
 )
 from web_programs import generate_web  # noqa: E402
 
+from pomoview.dataflow.operators.source_window import SourceWindow  # noqa: E402
 from pomoview.dataflow.operators.top_k import TopK, sort_key  # noqa: E402
 from pomoview.dataflow.operators.union import Union  # noqa: E402
 from pomoview.dataflow.operators.wcoj import WcojJoin  # noqa: E402
@@ -118,12 +119,14 @@ def run_case(
     binary_joins: bool = False,
     clingo_every_write: bool = False,
     batches: Callable[[random.Random, Program, Store], Batch] = random_batch,
+    random_orders: bool = True,
 ) -> Counter[str]:
     """Runs one case (raises AssertionError with a replayable report on a failure) and
     returns counts of what it exercised (MUST_SEE), with "cases" 1 once it has run to the end.
     `source` replaces the seed's program (program_for); `binary_joins` plans both graphs
     with binary joins only; `clingo_every_write` checks the full graph against clingo after
-    every write, not only at the end; `batches` makes each write's batch.
+    every write, not only at the end; `batches` makes each write's batch; `random_orders`
+    declares random orders on some derived relations (not for a program with its own).
 
     The generators build valid programs with views by construction (random_programs.py,
     web_programs.py; 0 of seeds 0-599 and 10,000-15,999 fail to compile), so a program
@@ -135,7 +138,7 @@ def run_case(
     source_program = program_for(seed) if source is None else source
     text = source_program.pomo()
     order_rng = random.Random(seed * 7919 + 1)  # its own: the other draws stay as they were
-    if order_rng.random() < 0.7:
+    if random_orders and order_rng.random() < 0.7:
         text += ordered_views(text, order_rng)
     try:
         program = compile_program(text)
@@ -257,6 +260,7 @@ def run_case(
             model.check_graph()
         model.check_states()
         seen.update(exercised(model))
+        seen["windowed fetches"] += model.windowed_fetches
         if isinstance(source_program, Program):
             check_against_clingo(source_program, model)
     except Exception:
@@ -289,6 +293,12 @@ def exercised(model: Model) -> Counter[str]:
             seen["union"] += 1
         if isinstance(node, WcojJoin):
             seen["WcojJoin"] += 1
+        if isinstance(node, SourceWindow):
+            seen["SourceWindow"] += 1
+            seen["SourceWindow cut keys"] += len(node.bounds)
+            seen["SourceWindow fills"] += node.fills
+            seen["SourceWindow ran short"] += node.ran_short
+            seen["SourceWindow fills asked again"] += node.asked_again
         if isinstance(node, TopK) and node.windowed:
             seen["partial TopK"] += 1
             seen["TopK refills"] += node.refills
