@@ -186,8 +186,8 @@ def test_describe_names_the_top_k(ordered_server: ServerProcess) -> None:
 def _window_fetched(db: Client) -> tuple[int, int, int]:
     """The newest view's SourceWindow (its fills fetch only each key's first rows): how many
     fills it made, how many rows their Spark jobs returned, and how many windows ran short
-    (evicted), from Describe."""
-    nodes = db.describe("newest")["nodes"]
+    (evicted), from Stats (its states are the graph's nodes)."""
+    nodes = db.stats()["states"]
     [node] = [n for n in nodes if n["operator"] == "SourceWindow"]  # type: ignore[union-attr]
     found = re.search(r"(\d+) fills fetched (\d+) rows; \d+ keys cut; (\d+) ran short", node["detail"])  # type: ignore[index]
     assert found is not None, node
