@@ -154,3 +154,27 @@ def test_a_key_fills_with_its_first_rows_and_refills_by_eviction() -> None:
     graph.step({"s": ZSet([((1, 39), -1)])})
     assert window.state.get((1,)) is None and top.state.get((1,)) is None and window.ran_short == 1
     assert graph.lookup("v", ("k",), [(1,)], fetch) == [[(1, 38), (1, 37), (1, 36)]]
+
+
+def test_a_bulk_load_evicts_the_windows_of_the_keys_it_touched() -> None:
+    """A load's rows never pass through the circuit: the windows of the keys they touch are
+    evicted, found by the key's columns in the source's tuples (here the last, `b`, which
+    is the view's first)."""
+    program = compile_program(WINDOWS)
+    rows = {(k, a, b) for k in range(3) for a in range(4) for b in "ab"}
+
+    def fetch(source: str, names: tuple[str, ...], keys: list, filters: tuple) -> list:
+        return fetch_from(rows, ("k", "a", "b"), names, keys, filters)
+
+    graph = ProgramGraph(program)
+    graph.lookup("turned", ("b",), [("a",), ("b",)], fetch)
+    top = graph.graph.readers[("turned", ("b",))]
+    window = top.inputs[0]
+    assert isinstance(window, SourceWindow) and window.source_key_cols == (2,)
+    assert graph.graph.loaded_keys_needed("s") == [(2,)]
+    loaded = {(-1, 9, "a")}  # first in the view's order (k ascending)
+    rows |= loaded
+    assert graph.graph.evict_loaded("s", {(2,): [("a",)]})
+    assert window.state.get(("a",)) is None and top.state.get(("a",)) is None
+    assert window.state.get(("b",)) is not None and top.state.get(("b",)) is not None
+    assert graph.lookup("turned", ("b",), [("a",)], fetch) == [[("a", 9, -1)]]
