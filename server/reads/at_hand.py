@@ -49,9 +49,7 @@ class AnswersAtHand:
         if answer is None:
             return None
         state = self._view
-        schema = [a for a, _ in state.require_program().source_schema(source)]
-        positions = [schema.index(c) for c in cols]
-        tests = tuple((schema.index(a), v) for a, v in filters)
+        positions, tests = self._positions(source, cols, filters)
         if answer.packed is not None:
             assert answer.layout is not None
             if set(answer.filters) == set(filters):
@@ -108,13 +106,19 @@ class AnswersAtHand:
         if answer is None:
             return None
         state = self._view
-        schema = [a for a, _ in state.require_program().source_schema(source)]
-        positions = [schema.index(c) for c in cols]
-        tests = tuple((schema.index(a), v) for a, v in filters)
+        positions, tests = self._positions(source, cols, filters)
         fetched: dict[Key, list[Row]] = {k: list[Row](answer.by_key[k]) for k in wanted if k in answer.by_key}
         tuples = [t for got in fetched.values() for t in got]
         now = state.tail.overlay(source, tuples, answer.version, state.applied_epoch, positions, keys, tests)
         return WindowRows(list(now), fetched)
+
+    def _positions(
+        self, source: str, cols: tuple[str, ...], filters: Filters
+    ) -> tuple[list[int], tuple[tuple[int, Any], ...]]:
+        """The positions of `cols` in the source's tuples, and `filters` as (position,
+        value) tests."""
+        schema = [a for a, _ in self._view.require_program().source_schema(source)]
+        return [schema.index(c) for c in cols], tuple((schema.index(a), v) for a, v in filters)
 
     def widen(self, misses: list[FetchRequest]) -> list[FetchRequest]:
         """The round's misses, each windowed one asking for as many more tuples of a key as
@@ -127,8 +131,7 @@ class AnswersAtHand:
             if miss.window is None:
                 out.append(miss)
                 continue
-            schema = [a for a, _ in self._view.require_program().source_schema(miss.source)]
-            positions = [schema.index(c) for c in miss.columns]
+            positions, _ = self._positions(miss.source, miss.columns, ())
             ops = tail.key_operations(miss.source, positions, miss.keys, tail.base, applied)
             deletes = Counter(tuple(t[i] for i in positions) for t, op in ops if op < 0)
             extra = max(deletes.values(), default=0)
