@@ -19,6 +19,7 @@ from pomoview.dataflow.circuit import Circuit
 from pomoview.dataflow.graph import Graph
 from pomoview.dataflow.node import Fetch, FetchRequest, FetchWindow, Filters
 from pomoview.dataflow.operators.reader import Reader
+from pomoview.dataflow.operators.source_window import SourceWindow
 from pomoview.dataflow.state.keyed_state import Key, Row
 from pomoview.dataflow.upquery import Ask, Walk
 from pomoview.dataflow.zset import ZSet
@@ -96,6 +97,10 @@ class CompiledProgram:
             binary_joins=binary_joins,
         )
         return builder.reader(view, key, self.checked.view_orders.get(view))
+
+
+# Keys of ordered views' windows evicted short: (view, key attributes, keys).
+ShortWindows = list[tuple[str, tuple[str, ...], list[Key]]]
 
 
 class ProgramGraph:
@@ -183,6 +188,19 @@ class ProgramGraph:
 
     def step(self, changes: Mapping[str, ZSet[Row]]) -> None:
         self.graph.step(changes)
+
+    def short_windows(self) -> ShortWindows:
+        """The keys of ordered views whose windows the steps since the last call evicted
+        short (a SourceWindow that deletes left fewer than `limit` rows), as (view, key
+        attributes, keys): the server looks them up again in the background."""
+        out: ShortWindows = []
+        for (view, key), reader in self.graph.readers.items():
+            window = reader.inputs[0] if reader.inputs else None
+            if isinstance(window, SourceWindow):
+                keys = window.take_short()
+                if keys:
+                    out.append((view, key, keys))
+        return out
 
 
 @dataclass

@@ -18,8 +18,9 @@ Contract:
   inserts grow past twice `limit` rows is trimmed back to `limit`, its bound lowered (the
   TopK below holds only its first `limit` rows, all before the new bound: nothing is
   output). A cut window that deletes leave with fewer than `limit` rows can no longer say
-  the first `limit`: the key is evicted here and below in the step, and the next lookup
-  fills it again with one job of at most `limit` tuples.
+  the first `limit`: the key is evicted here and below in the step, and kept for
+  `take_short`; the server fills it again in the background with one job of at most
+  `limit` tuples (and the log's deletes of it), or the next lookup does.
 - Missing key: the delta is dropped. A fill asks `fetch_window` for each key's first
   `limit` tuples (a Window); when the log's deletes since the job leave a cut key fewer
   than `limit` rows, it asks again for four times as many. Without a `fetch_window` (the
@@ -53,6 +54,8 @@ from pomoview.dataflow.zset import ZSet
 
 # A fill whose cut keys the log's deletes left short asks again for this many times more.
 GROWTH = 4
+# Keys evicted short kept for the server to fill again (`take_short`), at most.
+SHORT_KEPT = 1024
 
 
 class SourceWindow(SourceIndex):
@@ -92,6 +95,9 @@ class SourceWindow(SourceIndex):
         self.fills = 0
         self.fetched_rows = 0  # tuples the fills' jobs returned
         self.ran_short = 0  # cut keys evicted when deletes left fewer than `limit` rows
+        # Those keys, until the server takes them (`take_short`, after every step); an
+        # in-process graph never does, so only the last SHORT_KEPT are kept.
+        self.short: dict[Key, None] = {}
         self.asked_again = 0  # fills that asked for more (the log's deletes left keys short)
 
     @property
@@ -134,6 +140,9 @@ class SourceWindow(SourceIndex):
             # Invariant: a key held whole is never cut, so a short window is never pinned.
             assert not self.own_eviction_reaches_pinned(short), f"a pinned window ran short: {short}"
             self.ran_short += self.evict_own(short)
+            self.short.update(dict.fromkeys(short))
+            while len(self.short) > SHORT_KEPT:
+                del self.short[next(iter(self.short))]
         return ZSet.of_weights(weights)
 
     def _trim(self, key: Key) -> None:
@@ -241,6 +250,12 @@ class SourceWindow(SourceIndex):
         if after is not None:
             ordered = [row for row in ordered if after < self.sort_key(row)]
         return ordered[:count]
+
+    def take_short(self) -> list[Key]:
+        """The keys evicted short since the last call (the server fills them again in the
+        background, so that the next read of one finds it filled)."""
+        short, self.short = list(self.short), {}
+        return short
 
     def cut_at(self, key: Key) -> bool:
         return key in self.bounds

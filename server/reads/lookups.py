@@ -11,14 +11,16 @@ Hits (`hits`) answer without any lock, through the view state's sequence counter
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TypeVar, cast
 
 from pomoview.dataflow.operators.reader import Reader
 from pomoview.dataflow.state.keyed_state import Key, Row
-from pomoview.planner.compile import CompiledProgram, LookupResult, PendingLookup
+from pomoview.planner.compile import CompiledProgram, LookupResult, PendingLookup, ShortWindows
 from pomoview.planner.frontend.validate import Relation
 from pomoview.server.errors import InvalidArgument, NotFound, Unavailable
 from pomoview.server.metrics.counters import Counters
@@ -32,6 +34,7 @@ from pomoview.server.views.introspection import Introspection
 from pomoview.server.views.subscriptions import Subscription
 from pomoview.server.views.view_state import ViewState
 
+log = logging.getLogger("pomoview.lookups")
 OnAnswer = Callable[[tuple[str, ...], list[Key]], None]
 # A hit reads again when an epoch was published while it read; after this many tries (a
 # burst of tiny steps), the locked path answers it.
@@ -71,6 +74,8 @@ class Lookups:
         self._time = time_path
         self._metrics = metrics
         self._counters = counters
+        # One thread looks up the windows steps left short again (`refill`).
+        self._refills = ThreadPoolExecutor(max_workers=1, thread_name_prefix="window-refill")
 
     def lookup(
         self,
@@ -261,6 +266,25 @@ class Lookups:
                 self._metrics.lookup_hits.inc()
                 return out, pub.epoch
         return None
+
+    def refill(self, windows: ShortWindows) -> None:
+        """Looks up again, in the background, the keys of ordered views whose windows a step
+        evicted short (dataflow/operators/source_window.py): the next read of one finds it
+        filled, or waits on the Spark job already fetching it, rather than starting one."""
+        for view, key_attrs, keys in windows:
+            self._refills.submit(self._refill, view, key_attrs, keys)
+
+    def _refill(self, view: str, key_attrs: tuple[str, ...], keys: list[Key]) -> None:
+        program = self._view.program
+        if program is None:
+            return
+        try:
+            self._rounds(program, view, key_attrs, keys, lambda _reader, _rows: None, None, None)
+        except Exception as err:  # a failed refill changes nothing: a read fills the keys
+            log.info("the background refill of %s %s failed: %s", view, keys[:5], err)
+
+    def close(self) -> None:
+        self._refills.shutdown(wait=False, cancel_futures=True)
 
     def subscribe(
         self, view: str, keys: Rows, timeout: float | None = None

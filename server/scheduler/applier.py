@@ -17,10 +17,11 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pomoview.dataflow.state.keyed_state import Row
 from pomoview.dataflow.zset import ZSet
+from pomoview.planner.compile import ShortWindows
 from pomoview.server.errors import Unavailable
 from pomoview.server.scheduler.gates import ApplyGates
 from pomoview.server.temporal.time_path import TimePath
@@ -70,8 +71,12 @@ class Applier:
         stopping: threading.Event,
         *,
         max_lag: float = DEFAULT_MAX_APPLY_LAG,
+        refill: Callable[[ShortWindows], None] = lambda _: None,
     ) -> None:
+        """`refill(windows)`, after a step that left windows of ordered views short: looks
+        them up again, in the background (`Lookups.refill`)."""
         self._view = view
+        self._refill = refill
         self._time = time
         self._stopping = stopping
         self.max_lag = max_lag
@@ -177,7 +182,10 @@ class Applier:
             self.steps += 1
             view.subscriptions.seal(last)  # never waits: see subscriptions.py
             view.enforce_budget()
+            short = view.graph.short_windows() if view.graph is not None else []
             view.lock.notify_all()
+        if short:
+            self._refill(short)
 
     def _step(self, batches: Sequence[LoggedBatch]) -> None:
         view = self._view

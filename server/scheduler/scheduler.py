@@ -175,7 +175,9 @@ class Scheduler:
         self.introspection = Introspection(view, lambda: self.store.version, self._stopping)
         jobs, counters = self.upquery_jobs, self.counters
         self.lookups = Lookups(view, jobs, self.time_path, self.metrics, counters, self.introspection)
-        self.applier = Applier(view, self.time_path, self._stopping, max_lag=max_apply_lag)
+        self.applier = Applier(
+            view, self.time_path, self._stopping, max_lag=max_apply_lag, refill=self.lookups.refill
+        )
         self.writes = WritePath(
             view, self.wal, self.metrics, self.time_path, self.applier.on_durable, self.applier.wait_for_room
         )
@@ -238,6 +240,7 @@ class Scheduler:
         self.applier.wake()
         for thread in self.threads:
             thread.join(timeout=10)
+        self.lookups.close()
         self.upquery_jobs.close()
         self.wal.close()
         self.metrics.close()

@@ -153,6 +153,7 @@ def test_a_key_fills_with_its_first_rows_and_refills_by_eviction() -> None:
     rows.discard((1, 39))
     graph.step({"s": ZSet([((1, 39), -1)])})
     assert window.state.get((1,)) is None and top.state.get((1,)) is None and window.ran_short == 1
+    assert graph.short_windows() == [("v", ("k",), [(1,)])] and graph.short_windows() == []
     assert graph.lookup("v", ("k",), [(1,)], fetch) == [[(1, 38), (1, 37), (1, 36)]]
 
 
