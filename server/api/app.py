@@ -31,6 +31,7 @@ from pomoview.server.scheduler.scheduler import Scheduler
 from pomoview.server.spark.conf import SparkConf, driver_address_defaults
 from pomoview.server.spark.deadline import DEFAULT_READ_TIMEOUT, DEFAULT_WRITE_TIMEOUT, SparkTimeouts
 from pomoview.server.spark.executors import ExecutorWatch, SparkStatus
+from pomoview.server.spark.priority import DEFAULT_SPARK_NICE
 from pomoview.server.spark.session import SparkProvider, create_spark_session
 from pomoview.server.store.fs import StoreLocationError, split_location
 from pomoview.server.views.memory_budget import format_bytes
@@ -130,6 +131,7 @@ def serve(
     program: Path | None = None,
     spark_master: str = "local[*]",
     spark_conf: SparkConf | None = None,
+    spark_nice: int = DEFAULT_SPARK_NICE,
     flush_interval: float = 5.0,
     max_apply_lag: float = DEFAULT_MAX_APPLY_LAG,
     store: str | None = None,
@@ -154,6 +156,8 @@ def serve(
     Spark jobs that read and that write the store (see `spark_deadline`).
     `limits` are what one request may ask for (default: `Limits()`'s). `spark_conf` holds the
     Spark settings for the session (`spark/conf.py`: flags, env and `DATA/spark.conf`).
+    `spark_nice`: how much lower than the server's the Spark driver JVM's CPU priority is
+    (`spark/priority.py`).
     `hit_replica`: a second process listens on the port, answers hits from a copy of the
     readers and passes every other call here, over a local socket (hit_replica.py).
     """
@@ -164,15 +168,16 @@ def serve(
     location = _checked_store(security, host, store, data_dir)
     _log_configuration(
         origins or {}, security, limits, data=data_dir.absolute(), location=location, host=host, port=port,
-        spark_master=spark_master, metrics_port=metrics_port, memory_budget=memory_budget,
-        full_state=full_state, flush_interval=flush_interval, max_apply_lag=max_apply_lag, program=program,
+        spark_master=spark_master, spark_nice=spark_nice, metrics_port=metrics_port,
+        memory_budget=memory_budget, full_state=full_state, flush_interval=flush_interval,
+        max_apply_lag=max_apply_lag, program=program,
         hit_replica=hit_replica, subscription_buffer=subscription_buffer, whole_source_rows=whole_source_rows,
         spark_timeout=spark_timeout, spark_write_timeout=spark_write_timeout, binary_joins=binary_joins,
     )
     metrics = _serve_metrics(host, metrics_port)
     front = _bind_front(host, port, security, limits) if hit_replica else None
     server, bound = (front.server, front.replica.port) if front else _bind(f"{host}:{port}", security, limits)
-    spark = _start_spark(spark_master, spark_conf or SparkConf(), host)
+    spark = _start_spark(spark_master, spark_conf or SparkConf(), host, spark_nice)
     try:
         # A store on Hadoop's file system opens through the JVM: this waits for it to boot.
         scheduler = Scheduler(
@@ -230,15 +235,16 @@ def _bind_front(host: str, port: int, security: ServerSecurity, limits: Limits) 
         raise SystemExit(1) from None
 
 
-def _start_spark(master: str, conf: SparkConf, host: str) -> SparkProvider:
+def _start_spark(master: str, conf: SparkConf, host: str, nice: int) -> SparkProvider:
     """The Spark provider, its session booting in the background (the JVM takes seconds: the
     first upquery should not wait for it), with `conf`'s settings and, on a cluster, the
-    driver's address from `host` (`driver_address_defaults`); logs the settings."""
+    driver's address from `host` (`driver_address_defaults`), its JVM `nice` steps below the
+    server's CPU priority; logs the settings."""
     note = driver_address_defaults(master, host, conf)
     log.info("spark settings: %s", conf.describe())
     if note is not None:
         log.warning("%s", note)
-    spark = SparkProvider(lambda: create_spark_session(master, conf=conf.values))
+    spark = SparkProvider(lambda: create_spark_session(master, conf=conf.values, nice=nice))
     spark.start_in_background()
     return spark
 
@@ -277,6 +283,7 @@ def _log_configuration(
     data: Path,
     location: Path | str,
     spark_master: str,
+    spark_nice: int,
     host: str,
     port: int,
     metrics_port: int | None,
@@ -305,6 +312,7 @@ def _log_configuration(
                 setting("data", data),
                 setting("store", location.as_uri() if isinstance(location, Path) else location),
                 setting("spark_master", spark_master),
+                setting("spark_nice", spark_nice),
                 setting("host", host),
                 setting("port", port),
                 *(f"{name}={value}" for name, value in security.describe().items()),

@@ -34,6 +34,13 @@ class Command:
     client: bool = True  # takes the client options: --address, the token and TLS flags
 
 
+def _niceness(text: str) -> int:
+    value = int(text)
+    if not 0 <= value <= 19:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 19, got {value}")
+    return value
+
+
 def _non_negative_int(text: str) -> int:
     value = int(text)
     if value < 0:
@@ -84,6 +91,15 @@ SERVE: tuple[Argument, ...] = (
         "line) and env POMOVIEW_SPARK_CONF (KEY=VALUE;KEY=VALUE); a flag wins over the "
         "variable, which wins over the file. With a cluster master, spark.driver.host and "
         "spark.driver.bindAddress default to --host when it is an IP address",
+    ),
+    arg(
+        "--spark-nice",
+        type=_niceness,
+        default=10,
+        metavar="N",
+        help="how many steps lower than the server's the CPU priority of the Spark driver JVM is "
+        "(0 to 19; 0 keeps it equal): its flushes, compactions and JIT compiler give way to "
+        "hits and to the apply when the cores are busy (Linux; default %(default)s)",
     ),
     arg(
         "--host",

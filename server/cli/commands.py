@@ -161,6 +161,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         program=Path(args.program) if args.program else None,
         spark_master=config["spark_master"][0],
         spark_conf=spark_conf,
+        spark_nice=args.spark_nice,
         flush_interval=args.flush_interval,
         max_apply_lag=args.max_apply_lag,
         store=config["store"][0] or None,

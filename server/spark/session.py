@@ -20,6 +20,7 @@ from pyspark.sql import SparkSession
 
 from pomoview.server.spark.conf import is_local_master
 from pomoview.server.spark.executors import ExecutorWatch
+from pomoview.server.spark.priority import lower_priority
 
 log = logging.getLogger("pomoview.spark")
 
@@ -45,9 +46,11 @@ SERVER_DEFAULTS: dict[str, str] = {
 
 
 def create_spark_session(
-    master: str = "local[*]", app_name: str = "pomoview", conf: Mapping[str, str] | None = None
+    master: str = "local[*]", app_name: str = "pomoview", conf: Mapping[str, str] | None = None, nice: int = 0
 ) -> SparkSession:
-    """Create (or get the process's existing) Spark session: `SERVER_DEFAULTS`, then `conf`.
+    """Create (or get the process's existing) Spark session: `SERVER_DEFAULTS`, then `conf`;
+    the driver JVM, if this process launched it, `nice` steps below this process's CPU
+    priority (`priority.lower_priority`).
 
     Settings that size the driver JVM only take effect if no JVM is running yet in this process.
     """
@@ -64,6 +67,9 @@ def create_spark_session(
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     quiet_task_failures(session)
+    pid = getattr(_gateway_process(session), "pid", None)
+    if nice and isinstance(pid, int):
+        lower_priority(pid, nice)
     return session
 
 

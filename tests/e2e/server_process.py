@@ -106,3 +106,29 @@ def wait_for_flush(client: Client, epoch: int, timeout: float = 120.0) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError(f"epoch {epoch} was not flushed to Parquet in time")
         time.sleep(0.2)
+
+
+def comm(pid: int) -> str:
+    return Path(f"/proc/{pid}/comm").read_text().strip()
+
+
+def child_pids(pid: int) -> list[int]:
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:  # ended meanwhile
+                continue
+            if int(stat[stat.rindex(")") + 2 :].split()[1]) == pid:
+                out.append(int(entry.name))
+    return out
+
+
+def thread_niceness(pid: int) -> dict[int, int]:
+    """Each thread of `pid` and its niceness (field 19 of its stat line)."""
+    out = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        stat = (task / "stat").read_text()
+        out[int(task.name)] = int(stat[stat.rindex(")") + 2 :].split()[16])
+    return out

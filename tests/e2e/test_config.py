@@ -18,7 +18,7 @@ from pomoview.server.cli.commands import (
     spark_timeout,
 )
 
-from .server_process import VOTES, ServerProcess, wait_for_flush
+from .server_process import VOTES, ServerProcess, child_pids, comm, thread_niceness, wait_for_flush
 from .votes_model import VotesModel
 
 
@@ -83,7 +83,7 @@ def test_serve_help_documents_each_setting_with_its_variable(
     with pytest.raises(SystemExit):
         main(["serve", "--help"])
     text = " ".join(capsys.readouterr().out.split())  # undo the wrapping
-    flags = ("--data", "--store", "--spark-master", "--host", "--port", "--flush-interval")
+    flags = ("--data", "--store", "--spark-master", "--spark-nice", "--host", "--port", "--flush-interval")
     flags += ("--token-file", "--tls-cert", "--tls-key", "--tls-client-ca", "--insecure")
     flags += ("--max-message-bytes", "--max-program-bytes", "--max-rules", "--max-rule-atoms")
     flags += ("--max-plan-depth", "--max-lookup-keys", "--max-write-rows")
@@ -147,6 +147,13 @@ def test_the_store_location_comes_from_the_environment_or_a_flag(tmp_path: Path)
             epoch = db.write("vote", insert=votes)
             model.apply("vote", votes, [])
             wait_for_flush(db, epoch)
+            # The Spark driver JVM (the server's child) runs 10 steps below the server's
+            # CPU priority, `serve --spark-nice`'s default: every thread of it.
+            assert server.process is not None
+            served = thread_niceness(server.process.pid)
+            assert len(set(served.values())) == 1, served
+            (jvm,) = (pid for pid in child_pids(server.process.pid) if comm(pid) == "java")
+            assert set(thread_niceness(jvm).values()) == {min(19, next(iter(served.values())) + 10)}
     finally:
         server.stop()
     for source in ("article", "vote"):
@@ -161,12 +168,15 @@ def test_the_store_location_comes_from_the_environment_or_a_flag(tmp_path: Path)
     server = ServerProcess(
         data,
         flush_interval=0.5,
-        extra_args=["--store", str(env_store)],
+        extra_args=["--store", str(env_store), "--spark-nice", "0"],
         env={"POMOVIEW_STORE": str(elsewhere)},
     ).start()
     try:
         with server.client() as db:
             assert db.lookup("articleWithVotes", {"id": 1}) == model.view(1)  # from Parquet
+            assert server.process is not None  # --spark-nice 0: the JVM at the server's priority
+            (jvm,) = (pid for pid in child_pids(server.process.pid) if comm(pid) == "java")
+            assert set(thread_niceness(jvm).values()) == set(thread_niceness(server.process.pid).values())
     finally:
         server.stop()
     assert not elsewhere.exists()
