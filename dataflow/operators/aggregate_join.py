@@ -25,6 +25,8 @@ Contract:
   full group (no provenance), and the body side may still be partial.
 - Full mode: both sides hydrated from their inputs; a group's state is dropped
   when the group becomes empty, and a group with no state aggregates nothing.
+- Batches: the atom's delta is taken per group; for count, as one net weight per group
+  (a count needs no row), so a Zipf batch of votes costs a dict update per row.
 """
 
 from __future__ import annotations
@@ -34,7 +36,15 @@ import sys
 from collections.abc import Collection, Mapping
 
 from pomoview.dataflow.node import EvictCols, Node, project
-from pomoview.dataflow.state.aggregates import NO_VALUE, GroupState, UserAggregate, make, name, same
+from pomoview.dataflow.state.aggregates import (
+    NO_VALUE,
+    CountState,
+    GroupState,
+    UserAggregate,
+    make,
+    name,
+    same,
+)
 from pomoview.dataflow.state.keyed_pair import KeyedPair
 from pomoview.dataflow.state.keyed_state import Key, PackedGroup, Row, count_eviction
 from pomoview.dataflow.zset import ZSet
@@ -89,6 +99,7 @@ class AggregateJoin(KeyedPair):
         self.value_col = value_col
         self.function = function
         self.new_state = make(function)
+        self._counts = isinstance(self.new_state(), CountState)
         # One aggregate state per group key. Partial: a key is present iff it has a
         # state (maybe of an empty group). Full: every key is present; empty groups
         # have no state.
@@ -172,6 +183,24 @@ class AggregateJoin(KeyedPair):
         value = self._value(j)
         if value is not NO_VALUE:
             out.add(row + (value,), weight)
+
+    def on_delta(self, port: int, delta: ZSet[Row]) -> ZSet[Row]:
+        if port == self.keyed_side or not self._counts:
+            return super().on_delta(port, delta)
+        weights: dict[Key, int] = {}
+        rows: dict[Key, int] = {}  # per group, for the dropped count
+        cols = self.other_on
+        for row, weight in delta.items():
+            j = project(row, cols)
+            weights[j] = weights.get(j, 0) + weight
+            rows[j] = rows.get(j, 0) + 1
+        out: ZSet[Row] = ZSet()
+        for j, weight in weights.items():
+            if not self._other_present(j):
+                self.metrics.dropped += rows[j]
+            elif weight:
+                self._other_delta(j, [(None, weight)], out)  # type: ignore[list-item]  # count reads no row
+        return out
 
     def _other_delta(self, j: Key, changes: list[tuple[Row, int]], out: ZSet[Row]) -> None:
         state = self.groups.get(j)

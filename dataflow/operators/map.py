@@ -67,11 +67,18 @@ class Map(Node):
         assert len(schema) == len(outputs)
         super().__init__(schema, (parent,))
         self.outputs = tuple(outputs)
+        # A rename (every column, in order): a delta passes as it is. Deltas are never
+        # changed in place (a node's output already goes to each of its consumers).
+        self._renames = len(outputs) == len(parent.schema) and all(
+            isinstance(o, Column) and o.index == i for i, o in enumerate(outputs)
+        )
 
     def apply(self, row: Row) -> Row:
         return tuple(o.value if isinstance(o, Constant) else row[o.index] for o in self.outputs)
 
     def on_delta(self, port: int, delta: ZSet[Row]) -> ZSet[Row]:
+        if self._renames:
+            return delta
         return map_zset(self._fast_apply(), delta)
 
     def _fast_apply(self) -> Callable[[Row], Row]:

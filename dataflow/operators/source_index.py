@@ -45,6 +45,10 @@ from pomoview.dataflow.zset import ZSet
 # From this many rows a delta keyed by one int column is grouped by sorting (numpy).
 SORT_MIN = 256
 
+# A batch's packed columns in key order, and per run of one key: values, inserting, then the
+# lowest and highest value and whether every row is inserted (`_packed_columns`).
+PackedRuns = tuple[list[int], list[bool], list[int], list[int], list[bool]]
+
 
 class SourceIndex(InOrder):
     kind = "source"
@@ -117,7 +121,7 @@ class SourceIndex(InOrder):
         cuts = (np.flatnonzero(ordered[1:] != ordered[:-1]) + 1).tolist()
         starts, ends = [0, *cuts], [*cuts, len(items)]
         state, at = self.state, order.tolist()
-        packed = self._packed_columns(items, order)
+        packed = self._packed_columns(items, order, starts)
         weights: dict[Row, int] = {}
         if packed is None:
             for key, start, end in zip(ordered[starts].tolist(), starts, ends, strict=True):
@@ -129,11 +133,17 @@ class SourceIndex(InOrder):
             return ZSet.of_weights(weights)
         # Lists taken once for the batch and sliced per key: a Zipf batch brings a few rows
         # to each of hundreds of keys, where a numpy slice and a list built per key cost
-        # more than the key's own work.
-        values, inserting = packed
+        # more than the key's own work. Per key, the lowest and highest value and whether
+        # every row is inserted come from one numpy call each: a key whose rows are all
+        # inserts above what it holds takes them without a membership test.
+        values, inserting, lowest, highest, all_inserted = packed
         rows = [items[i][0] for i in at]
-        set_presence_values = state.set_presence_values
-        for key, start, end in zip(ordered[starts].tolist(), starts, ends, strict=True):
+        set_presence_values, insert_above = state.set_presence_values, state.insert_above
+        runs = zip(ordered[starts].tolist(), starts, ends, lowest, highest, all_inserted, strict=True)
+        for key, start, end, low, high, inserts in runs:
+            if inserts and insert_above((key,), values[start:end], low, high):
+                weights.update(dict.fromkeys(rows[start:end], 1))
+                continue
             changed = set_presence_values((key,), rows[start:end], values[start:end], inserting[start:end])
             if changed is None:
                 self.metrics.dropped += end - start
@@ -142,11 +152,12 @@ class SourceIndex(InOrder):
         return ZSet.of_weights(weights)
 
     def _packed_columns(
-        self, items: list[tuple[Row, int]], order: np.ndarray
-    ) -> tuple[list[int], list[bool]] | None:
+        self, items: list[tuple[Row, int]], order: np.ndarray, starts: list[int]
+    ) -> PackedRuns | None:
         """For a packed state: the rows' values in the packed column (64-bit ints) and
-        whether each is inserted, in `order`, taken once for the batch; None without a
-        layout or when a value is not a 64-bit int."""
+        whether each is inserted, in `order`, then per run of one key (from each of
+        `starts`) its lowest and highest value and whether all its rows are inserted; taken
+        once for the batch. None without a layout or when a value is not a 64-bit int."""
         layout = self.state.layout
         if layout is None:
             return None
@@ -157,7 +168,14 @@ class SourceIndex(InOrder):
         if values.dtype != np.int64 or bool in set(map(type, column)):
             return None
         inserting = np.fromiter((op > 0 for _, op in items), dtype=bool, count=len(items))
-        return values[order].tolist(), inserting[order].tolist()
+        values, inserting = values[order], inserting[order]
+        return (
+            values.tolist(),
+            inserting.tolist(),
+            np.minimum.reduceat(values, starts).tolist(),
+            np.maximum.reduceat(values, starts).tolist(),
+            np.logical_and.reduceat(inserting, starts).tolist(),
+        )
 
     def hydrate(self) -> list[FetchRequest]:
         if self.state.partial:

@@ -7,7 +7,9 @@ costs 1.7 MB here, against about 50 MB as a dict of row tuples.
 
 Invariants (asserted by `check`):
 - `base` is sorted and has no duplicates;
-- `added` is disjoint from `base`, `removed` is a subset of it.
+- `added` is disjoint from `base`, `removed` is a subset of it;
+- `top` is at least every value held (a bound kept without a search: a write of values above
+  it, new ids and times, needs no membership test; see `add_above`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import numpy as np
 
 INT64_MIN = -(1 << 63)
 INT64_MAX = (1 << 63) - 1
+_BELOW_ALL = INT64_MIN - 1  # `top` of an empty set
 
 
 def fits(value: object) -> bool:
@@ -26,12 +29,13 @@ def fits(value: object) -> bool:
 
 
 class IntSet:
-    __slots__ = ("base", "added", "removed")
+    __slots__ = ("base", "added", "removed", "top")
 
     def __init__(self, values: Iterable[int] = ()) -> None:
         self.base: np.ndarray = np.unique(np.fromiter(values, dtype=np.int64))
         self.added: set[int] = set()
         self.removed: set[int] = set()
+        self.top = int(self.base[-1]) if len(self.base) else _BELOW_ALL
 
     @classmethod
     def of_sorted_unique(cls, values: np.ndarray) -> IntSet:
@@ -39,6 +43,7 @@ class IntSet:
         it is, never written to: a merge builds a new array)."""
         out = cls.__new__(cls)
         out.base, out.added, out.removed = values, set(), set()
+        out.top = int(values[-1]) if len(values) else _BELOW_ALL
         return out
 
     @classmethod
@@ -72,6 +77,8 @@ class IntSet:
             self.removed.discard(value)
         else:
             self.added.add(value)
+            if value > self.top:
+                self.top = value
         self._maybe_merge()
 
     def discard(self, value: int) -> None:
@@ -122,13 +129,23 @@ class IntSet:
 
     def add_many(self, values: Iterable[int]) -> None:
         """Adds values none of which is in the set (distinct), merging at most once."""
+        new = set(values)
+        if not new:
+            return
         if self.removed:
-            new = set(values)
             back = new & self.removed
             self.removed -= back
             self.added |= new - back
         else:  # the common case under inserts: nothing removed since the last merge
-            self.added.update(values)
+            self.added |= new
+        self.top = max(self.top, max(new))
+        self._maybe_merge()
+
+    def add_above(self, values: list[int], largest: int) -> None:
+        """Adds distinct `values`, each above `top` (so none is held, and none was removed),
+        whose largest is `largest`: no membership test, the write path of new ids."""
+        self.added.update(values)
+        self.top = largest
         self._maybe_merge()
 
     def discard_many(self, values: Iterable[int]) -> None:
@@ -151,6 +168,7 @@ class IntSet:
                 new = np.sort(np.fromiter(self.added, dtype=np.int64, count=len(self.added)))
                 base = np.insert(base, np.searchsorted(base, new), new)  # added is outside it
             self.base, self.added, self.removed = base, set(), set()
+            self.top = int(base[-1]) if len(base) else _BELOW_ALL
 
     def nbytes(self) -> int:
         """The memory held: the array, and the pending sets (about 60 bytes per value)."""
@@ -163,3 +181,5 @@ class IntSet:
         members = set(base.tolist())
         assert not (self.added & members), "an added value is in base"
         assert self.removed <= members, "a removed value is not in base"
+        assert all(v <= self.top for v in self.added), "an added value is above top"
+        assert not len(base) or int(base[-1]) <= self.top, "a value of base is above top"

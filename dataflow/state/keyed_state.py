@@ -366,6 +366,19 @@ class KeyedState:
         ops = [(row, 1 if ins else -1) for row, ins in zip(rows, inserting, strict=True)]
         return self.set_presence(key, ops)
 
+    def insert_above(self, key: Key, values: list[int], lowest: int, highest: int) -> bool:
+        """Inserts the rows of a present key whose values in the packed column are `values`
+        (distinct 64-bit ints, from `lowest` to `highest`) when its group is packed and they
+        are all above every value it holds: each row is then new, with no membership test
+        (a vote's new user, a new time). False, changing nothing, otherwise."""
+        ints = self._groups.get(key)
+        if type(ints) is not IntSet or lowest <= ints.top:
+            return False
+        ints.add_above(values, highest)
+        self._rows += len(values)
+        self._packed_rows += len(values)
+        return True
+
     def _packed_changes(
         self, ints: IntSet, rows: list[Row], values: list[int], inserting: list[bool]
     ) -> list[tuple[Row, int]]:

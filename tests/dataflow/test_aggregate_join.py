@@ -129,3 +129,20 @@ def test_sum_counts_each_tuple_once_even_with_equal_values() -> None:
     driver.step({"s": {(1, 1, 5): -1}})
     assert driver.total == ZSet({(1, 0, 5): 1})
     assert Counter(dict(driver.total.items())) == Counter({(1, 0, 5): 1})
+
+
+def test_a_count_takes_a_batch_as_net_weights_and_drops_each_row_of_a_missing_group() -> None:
+    """The atom's delta straight into a partial count (its batch path: one net weight per
+    group): inserts and deletes of a present group net out, and every row of a missing
+    group counts as dropped, one each."""
+    store = Store(SCHEMAS)
+    store.data["r"] |= {(1, 7), (2, 8)}
+    store.data["s"] |= {(1, 4), (1, 5)}
+    node = build(store, "count", True, True, False, False)
+    driver = Driver(store, node, make_reference("count", True), key_cols=(0,))
+    assert driver.fill([(1,)]) == ZSet({(1, 7, 2): 1})
+    dropped = node.metrics.dropped
+    out = node.on_delta(1, ZSet({(1, 6): 1, (1, 9): 1, (1, 4): -1, (2, 1): 1, (2, 2): 1, (2, 3): -1}))
+    assert out == ZSet({(1, 7, 2): -1, (1, 7, 3): 1})
+    assert node.metrics.dropped - dropped == 3
+    assert node.on_delta(1, ZSet({(1, 10): 1, (1, 6): -1})) == ZSet()  # a net 0: no change

@@ -17,6 +17,7 @@ SETTINGS = settings(max_examples=60, deadline=None)
 # name -> (outputs, the output columns a partial source keyed by r.a is queried through)
 SHAPES = {
     "swap": ([Column(1), Column(0)], (1,)),
+    "rename": ([Column(0), Column(1)], (0,)),  # every column in order: deltas pass as they are
     "project-a": ([Column(0)], (0,)),  # collisions: weights count the b's
     "const-a": ([Constant(7), Column(0), Column(0)], (1,)),
     "const-a-dup-key": ([Constant(7), Column(0), Column(0)], (1, 2)),

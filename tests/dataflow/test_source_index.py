@@ -194,3 +194,42 @@ def test_a_bool_in_a_packed_column_stays_a_bool() -> None:
     assert ((1, True), 1) in [(row, w) for row, w in out.items() if row[1] is True]
     held = [row for row, _ in index.query((0,), [(1,)]).items() if row[1] == 1]
     assert held and all(row[1] is True for row in held)
+
+
+@pytest.mark.parametrize("sort_min", [0, 10**9], ids=["sorted", "dict"])
+def test_inserts_at_and_above_the_top_against_a_set_model(
+    sort_min: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Runs of inserts near the largest value a packed group holds (a vote's new user):
+    values above it, equal to it, just below it, and values deleted then inserted again,
+    where a key's run is all inserts or not. The output, drops and state equal a plain set
+    model's, and every group's bound on its values (`IntSet.top`) holds."""
+    monkeypatch.setattr(source_index, "SORT_MIN", sort_min)
+    rng = random.Random(11)
+    store = Store(SCHEMAS)
+    store.data["r"] = {(k, v) for k in range(30) for v in range(rng.randrange(20, 60))}
+    index = store.index("r", (0,), True)
+    present = set(rng.sample(range(30), 20))
+    index.query((0,), [(k,) for k in present])
+    model = {row for row in store.data["r"] if row[0] in present}
+    for _ in range(40):
+        ops: dict[tuple[int, int], int] = {}
+        for key in rng.sample(range(30), 25):
+            top = max((v for k, v in model if k == key), default=0)
+            values = rng.sample(range(top - 3, top + 12), rng.randrange(1, 12))
+            for v in values:
+                ops[(key, v)] = 1
+            if rng.random() < 0.3:  # a delete in the run: not all inserts
+                ops[(key, rng.randrange(0, top + 1))] = -1
+        expected = {
+            row: op
+            for row, op in ops.items()
+            if row[0] in present and (op > 0) != (row in model)
+        }
+        dropped = index.metrics.dropped
+        assert index.on_delta(0, ZSet(ops)) == ZSet(expected)
+        assert index.metrics.dropped - dropped == sum(1 for row in ops if row[0] not in present)
+        model |= {r for r, w in expected.items() if w > 0}
+        model -= {r for r, w in expected.items() if w < 0}
+        assert index.query((0,), [(k,) for k in present]) == ZSet(dict.fromkeys(model, 1))
+        index.state.check()
