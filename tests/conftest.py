@@ -17,6 +17,11 @@ if TYPE_CHECKING:
 # everything else: measured here, a boot took 9-11 s instead of 16-20 s and the first jobs
 # and lookups after it were no slower. A run that sets its own submit arguments keeps them.
 os.environ.setdefault("PYSPARK_SUBMIT_ARGS", "--driver-java-options -XX:TieredStopAtLevel=1 pyspark-shell")
+# Every `pomoview serve` of the run keeps its Spark JVM at its own CPU priority: the suite's
+# two workers contend for the cores, and a JVM below them starved its server's upqueries
+# (`serve --spark-nice`, default 10, is for a server beside its readers, not for tests whose
+# load runs for a fixed time). test_config.py checks the default with this variable unset.
+os.environ.setdefault("POMOVIEW_SPARK_NICE", "0")
 # As the server does (server/__init__.py), before any test module imports grpc: this process
 # boots its Spark session, a fork, while its gRPC clients and in-process servers run.
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")

@@ -153,26 +153,23 @@ def serve(
     `<data_dir>/store`, see `store_location`); `origins` says where each setting came from.
     `security` holds the token and TLS files (default: none, which only loopback allows).
     `spark_timeout` and `spark_write_timeout` are the deadlines in seconds (None: none) of the
-    Spark jobs that read and that write the store (see `spark_deadline`).
-    `limits` are what one request may ask for (default: `Limits()`'s). `spark_conf` holds the
-    Spark settings for the session (`spark/conf.py`: flags, env and `DATA/spark.conf`).
-    `spark_nice`: how much lower than the server's the Spark driver JVM's CPU priority is
-    (`spark/priority.py`).
-    `hit_replica`: a second process listens on the port, answers hits from a copy of the
-    readers and passes every other call here, over a local socket (hit_replica.py).
+    Spark jobs that read and that write the store (see `spark_deadline`). `limits` are what one
+    request may ask for (default: `Limits()`'s); `spark_conf` the Spark settings (`spark/conf.py`),
+    `spark_nice` the JVM's CPU priority below ours (`spark/priority.py`). `hit_replica`: a second
+    process listens on the port, answers hits from a copy of the readers and passes every other
+    call here, over a local socket (hit_replica.py).
     """
     _configure_logging()
     sys.setswitchinterval(SWITCH_INTERVAL)
-    security = security or ServerSecurity()
-    limits = limits or Limits()
+    security, limits = security or ServerSecurity(), limits or Limits()
     location = _checked_store(security, host, store, data_dir)
     _log_configuration(
         origins or {}, security, limits, data=data_dir.absolute(), location=location, host=host, port=port,
-        spark_master=spark_master, spark_nice=spark_nice, metrics_port=metrics_port,
+        spark_master=spark_master, spark_nice=spark_nice, metrics_port=metrics_port, program=program,
         memory_budget=memory_budget, full_state=full_state, flush_interval=flush_interval,
-        max_apply_lag=max_apply_lag, program=program,
-        hit_replica=hit_replica, subscription_buffer=subscription_buffer, whole_source_rows=whole_source_rows,
-        spark_timeout=spark_timeout, spark_write_timeout=spark_write_timeout, binary_joins=binary_joins,
+        max_apply_lag=max_apply_lag, hit_replica=hit_replica, subscription_buffer=subscription_buffer,
+        whole_source_rows=whole_source_rows, spark_timeout=spark_timeout,
+        spark_write_timeout=spark_write_timeout, binary_joins=binary_joins,
     )
     metrics = _serve_metrics(host, metrics_port)
     front = _bind_front(host, port, security, limits) if hit_replica else None
@@ -198,8 +195,7 @@ def serve(
     if front is not None:
         front.serve()
     print(f"pomoview listening on {host}:{bound}", flush=True)
-    if os.environ.get("POMOVIEW_TRACEMALLOC"):
-        _trace_memory(int(os.environ["POMOVIEW_TRACEMALLOC"]))
+    _trace_memory(int(os.environ.get("POMOVIEW_TRACEMALLOC") or 0))
     wait_for_stop(done)
     watch.stop()
     _shut_down(server, health_servicer, spark, scheduler, front)
@@ -455,8 +451,10 @@ def _shut_down(
 
 
 def _trace_memory(frames: int) -> None:
-    """Memory debugging (POMOVIEW_TRACEMALLOC=frames): `kill -USR1 <pid>` logs the 25 largest
-    allocation sites."""
+    """Memory debugging (POMOVIEW_TRACEMALLOC=frames; 0: off): `kill -USR1 <pid>` logs the 25
+    largest allocation sites."""
+    if not frames:
+        return
     import tracemalloc
 
     tracemalloc.start(frames)

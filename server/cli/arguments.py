@@ -34,13 +34,6 @@ class Command:
     client: bool = True  # takes the client options: --address, the token and TLS flags
 
 
-def _niceness(text: str) -> int:
-    value = int(text)
-    if not 0 <= value <= 19:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 19, got {value}")
-    return value
-
-
 def _non_negative_int(text: str) -> int:
     value = int(text)
     if value < 0:
@@ -94,12 +87,12 @@ SERVE: tuple[Argument, ...] = (
     ),
     arg(
         "--spark-nice",
-        type=_niceness,
-        default=10,
+        default=None,
         metavar="N",
         help="how many steps lower than the server's the CPU priority of the Spark driver JVM is "
         "(0 to 19; 0 keeps it equal): its flushes, compactions and JIT compiler give way to "
-        "hits and to the apply when the cores are busy (Linux; default %(default)s)",
+        "hits and to the apply when the cores are busy, and a cold miss's Spark job waits "
+        "too (Linux; env POMOVIEW_SPARK_NICE, default 10)",
     ),
     arg(
         "--host",

@@ -34,6 +34,7 @@ from pomoview.server.cli.values import (
 )
 from pomoview.server.limits import requests as limits
 from pomoview.server.spark.conf import SparkConfError, resolve_spark_conf
+from pomoview.server.spark.priority import DEFAULT_SPARK_NICE
 
 DEFAULT_ADDRESS = "127.0.0.1:7878"
 
@@ -45,6 +46,7 @@ SERVE_ENV: dict[str, tuple[str, str]] = {
     "data": ("POMOVIEW_DATA", "./data"),
     "store": ("POMOVIEW_STORE", ""),
     "spark_master": ("POMOVIEW_SPARK_MASTER", "local[*]"),
+    "spark_nice": ("POMOVIEW_SPARK_NICE", str(DEFAULT_SPARK_NICE)),
     "metrics_port": ("POMOVIEW_METRICS_PORT", ""),  # "": no metrics endpoint
     "memory_budget": ("POMOVIEW_MEMORY_BUDGET", ""),  # "": a quarter of the machine's memory
     "spark_timeout": ("POMOVIEW_SPARK_TIMEOUT", "300"),  # seconds; 0: no deadline
@@ -84,6 +86,16 @@ def metrics_port(config: Mapping[str, tuple[str, str]]) -> int | None:
     if not text.isdigit() or int(text) > 65535:
         where = "--metrics-port" if origin == "flag" else origin
         raise UsageError(f"{where}: expected a port number (0 to 65535), got {text!r}")
+    return int(text)
+
+
+def spark_nice(config: Mapping[str, tuple[str, str]]) -> int:
+    """The resolved niceness of the Spark JVM below the server's; raises UsageError for
+    anything but an integer from 0 to 19."""
+    text, origin = config["spark_nice"]
+    if not (text.strip().isdigit() and int(text) <= 19):
+        where = "--spark-nice" if origin == "flag" else origin
+        raise UsageError(f"{where}: expected a niceness from 0 to 19, got {text!r}")
     return int(text)
 
 
@@ -161,7 +173,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         program=Path(args.program) if args.program else None,
         spark_master=config["spark_master"][0],
         spark_conf=spark_conf,
-        spark_nice=args.spark_nice,
+        spark_nice=spark_nice(config),
         flush_interval=args.flush_interval,
         max_apply_lag=args.max_apply_lag,
         store=config["store"][0] or None,

@@ -450,6 +450,7 @@ def test_cli_serve_passes_arguments(monkeypatch: pytest.MonkeyPatch, tmp_path: P
     monkeypatch.setenv("POMOVIEW_SPARK_CONF", "spark.cores.max=2")
     for var in ("POMOVIEW_TOKEN", "POMOVIEW_TLS_CERT", "POMOVIEW_TLS_KEY", "POMOVIEW_TLS_CLIENT_CA",
                 "POMOVIEW_SPARK_TIMEOUT", "POMOVIEW_SPARK_WRITE_TIMEOUT", "POMOVIEW_HIT_REPLICA",
+                "POMOVIEW_SPARK_NICE",
                 *(limit.env for limit in LIMITS)):
         monkeypatch.delenv(var, raising=False)
     assert main(["serve", "--port", "9000", "--program", "p.pomo", "--flush-interval", "0.5"]) == 0
@@ -458,7 +459,7 @@ def test_cli_serve_passes_arguments(monkeypatch: pytest.MonkeyPatch, tmp_path: P
         ["serve", "--data", str(tmp_path), "--full-state", "--binary-joins", "--hit-replica",
          "--whole-source-rows", "12",
          "--memory-budget", "64MiB", "--subscription-buffer", "50", "--spark-timeout", "20",
-         "--max-lookup-keys", "7", "--spark-conf", "spark.cores.max=1"]
+         "--max-lookup-keys", "7", "--spark-conf", "spark.cores.max=1", "--spark-nice", "3"]
     ) == 0
     settings = ("spark_timeout", "spark_write_timeout", *(limit.name for limit in LIMITS))
     defaults = dict.fromkeys(settings, "default")
@@ -471,6 +472,7 @@ def test_cli_serve_passes_arguments(monkeypatch: pytest.MonkeyPatch, tmp_path: P
             "program": Path("p.pomo"),
             "spark_master": "spark://h:7077",
             "spark_conf": SparkConf({"spark.cores.max": "2"}, {"spark.cores.max": "env POMOVIEW_SPARK_CONF"}),
+            "spark_nice": 10,
             "flush_interval": 0.5,
             "max_apply_lag": 0.25,
             "store": None,
@@ -485,7 +487,8 @@ def test_cli_serve_passes_arguments(monkeypatch: pytest.MonkeyPatch, tmp_path: P
             "hit_replica": False,
             "whole_source_rows": 250_000,
             "origins": {"data": "default", "store": "default", "spark_master": "env POMOVIEW_SPARK_MASTER",
-                        "metrics_port": "default", "memory_budget": "env POMOVIEW_MEMORY_BUDGET", **defaults},
+                        "metrics_port": "default", "memory_budget": "env POMOVIEW_MEMORY_BUDGET",
+                        "spark_nice": "default", **defaults},
         },
         {
             "data_dir": tmp_path,
@@ -498,6 +501,7 @@ def test_cli_serve_passes_arguments(monkeypatch: pytest.MonkeyPatch, tmp_path: P
                 {"spark.executor.memory": "2g", "spark.cores.max": "1"},
                 {"spark.executor.memory": f"{tmp_path / 'spark.conf'}:1", "spark.cores.max": "flag"},
             ),
+            "spark_nice": 3,
             "flush_interval": 5.0,
             "max_apply_lag": 0.25,
             "store": None,
@@ -513,7 +517,7 @@ def test_cli_serve_passes_arguments(monkeypatch: pytest.MonkeyPatch, tmp_path: P
             "whole_source_rows": 12,
             "origins": {"data": "flag", "store": "default", "spark_master": "env POMOVIEW_SPARK_MASTER",
                         "metrics_port": "default", "memory_budget": "flag",
-                        **defaults, "spark_timeout": "flag", "max_lookup_keys": "flag"},
+                        **defaults, "spark_timeout": "flag", "max_lookup_keys": "flag", "spark_nice": "flag"},
         },
     ]
 

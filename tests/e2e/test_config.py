@@ -15,6 +15,7 @@ from pomoview.server.cli.commands import (
     build_parser,
     main,
     resolve_serve_config,
+    spark_nice,
     spark_timeout,
 )
 
@@ -30,6 +31,7 @@ def test_a_flag_wins_over_the_environment_which_wins_over_the_default() -> None:
         "data": ("./data", "default"),
         "store": ("/env/store", "env POMOVIEW_STORE"),
         "spark_master": ("local[3]", "flag"),
+        "spark_nice": ("10", "default"),
         "metrics_port": ("", "default"),  # "": no metrics endpoint
         "memory_budget": ("", "default"),  # "": resolved to a share of the machine at start
         "spark_timeout": ("300", "default"),
@@ -58,6 +60,22 @@ def test_a_flag_wins_over_the_environment_which_wins_over_the_default() -> None:
     config = resolve_serve_config(args, {"POMOVIEW_MAX_LOOKUP_KEYS": "7", "POMOVIEW_MAX_WRITE_ROWS": "9"})
     assert config["max_lookup_keys"] == ("50", "flag")
     assert config["max_write_rows"] == ("9", "env POMOVIEW_MAX_WRITE_ROWS")
+
+
+def test_spark_nice_is_a_niceness_from_the_flag_or_the_environment() -> None:
+    parser = build_parser()
+
+    def resolved(argv: list[str], env: dict[str, str]) -> int:
+        return spark_nice(resolve_serve_config(parser.parse_args(["serve", *argv]), env))
+
+    assert resolved([], {}) == 10
+    assert resolved(["--spark-nice", "0"], {"POMOVIEW_SPARK_NICE": "7"}) == 0
+    assert resolved([], {"POMOVIEW_SPARK_NICE": "19"}) == 19
+    for bad in ("20", "-1", "low", "1.5", ""):
+        with pytest.raises(UsageError, match="--spark-nice: expected a niceness from 0 to 19"):
+            resolved(["--spark-nice", bad], {})
+    with pytest.raises(UsageError, match="env POMOVIEW_SPARK_NICE: expected a niceness.*'x'"):
+        resolved([], {"POMOVIEW_SPARK_NICE": "x"})
 
 
 def test_spark_timeouts_are_seconds_and_zero_is_none() -> None:
@@ -136,7 +154,11 @@ def test_the_store_location_comes_from_the_environment_or_a_flag(tmp_path: Path)
     env_store = tmp_path / "env store"  # a space, to exercise the URI's quoting
     model = VotesModel()
     server = ServerProcess(
-        data, program=VOTES, flush_interval=0.5, env={"POMOVIEW_STORE": env_store.as_uri()}
+        data,
+        program=VOTES,
+        flush_interval=0.5,
+        # POMOVIEW_SPARK_NICE unset (conftest.py sets it for the rest of the run): the default.
+        env={"POMOVIEW_STORE": env_store.as_uri(), "POMOVIEW_SPARK_NICE": None},
     ).start()
     try:
         with server.client() as db:
@@ -169,7 +191,7 @@ def test_the_store_location_comes_from_the_environment_or_a_flag(tmp_path: Path)
         data,
         flush_interval=0.5,
         extra_args=["--store", str(env_store), "--spark-nice", "0"],
-        env={"POMOVIEW_STORE": str(elsewhere)},
+        env={"POMOVIEW_STORE": str(elsewhere), "POMOVIEW_SPARK_NICE": "5"},  # the flag wins
     ).start()
     try:
         with server.client() as db:
