@@ -25,8 +25,9 @@ Contract:
   full group (no provenance), and the body side may still be partial.
 - Full mode: both sides hydrated from their inputs; a group's state is dropped
   when the group becomes empty, and a group with no state aggregates nothing.
-- Batches: the atom's delta is taken per group; for count, as one net weight per group
-  (a count needs no row), so a Zipf batch of votes costs a dict update per row.
+- Batches: the atom's delta is taken per group; for a state whose `add` ignores its
+  values (count: `GroupState.ignores_values`), as one net weight per group, so a Zipf batch
+  of votes costs a dict update per row.
 """
 
 from __future__ import annotations
@@ -38,7 +39,6 @@ from collections.abc import Collection, Mapping
 from pomoview.dataflow.node import EvictCols, Node, project
 from pomoview.dataflow.state.aggregates import (
     NO_VALUE,
-    CountState,
     GroupState,
     UserAggregate,
     make,
@@ -99,7 +99,8 @@ class AggregateJoin(KeyedPair):
         self.value_col = value_col
         self.function = function
         self.new_state = make(function)
-        self._counts = isinstance(self.new_state(), CountState)
+        # The atom's batches as one net weight per group (count: see GroupState).
+        self._net_weights = self.new_state().ignores_values
         # One aggregate state per group key. Partial: a key is present iff it has a
         # state (maybe of an empty group). Full: every key is present; empty groups
         # have no state.
@@ -143,7 +144,7 @@ class AggregateJoin(KeyedPair):
     def _other_fill(self, j: Key, rows: Mapping[Row, int]) -> None:
         # Invariant: a fill never overwrites a present group (KeyedState.fill).
         assert j not in self.groups, f"fill of present group {j!r}"
-        if self.value_col is None and type(rows) is PackedGroup and self.function == "count":
+        if type(rows) is PackedGroup and self._net_weights:
             # A packed group is a set (every weight 1): its count is its size.
             state = self.new_state()
             state.add(None, len(rows))
@@ -185,7 +186,7 @@ class AggregateJoin(KeyedPair):
             out.add(row + (value,), weight)
 
     def on_delta(self, port: int, delta: ZSet[Row]) -> ZSet[Row]:
-        if port == self.keyed_side or not self._counts:
+        if port == self.keyed_side or not self._net_weights:
             return super().on_delta(port, delta)
         weights: dict[Key, int] = {}
         rows: dict[Key, int] = {}  # per group, for the dropped count
@@ -195,11 +196,19 @@ class AggregateJoin(KeyedPair):
             weights[j] = weights.get(j, 0) + weight
             rows[j] = rows.get(j, 0) + 1
         out: ZSet[Row] = ZSet()
+        groups, partial = self.groups, self.other_partial
         for j, weight in weights.items():
-            if not self._other_present(j):
+            state = groups.get(j)
+            if state is None and partial:
                 self.metrics.dropped += rows[j]
-            elif weight:
-                self._other_delta(j, [(None, weight)], out)  # type: ignore[list-item]  # count reads no row
+                continue
+            if not weight:
+                continue
+            if state is None:
+                state = groups[j] = self.new_state()  # full mode: a new group
+            old = state.result()
+            state.add(None, weight)
+            self._changed(j, state, old, out)
         return out
 
     def _other_delta(self, j: Key, changes: list[tuple[Row, int]], out: ZSet[Row]) -> None:
@@ -209,6 +218,11 @@ class AggregateJoin(KeyedPair):
         old = state.result()
         for row, weight in changes:
             state.add(self._element(row), weight)
+        self._changed(j, state, old, out)
+
+    def _changed(self, j: Key, state: GroupState, old: object, out: ZSet[Row]) -> None:
+        """After changes to group `j`, whose result was `old`: its body rows again with the
+        new result, when it differs."""
         new = state.result()
         if not self.other_partial and state.empty():
             del self.groups[j]

@@ -40,7 +40,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Final, Protocol
+from typing import Any, ClassVar, Final, Protocol
 
 
 class _NoValue:
@@ -59,6 +59,11 @@ Items = tuple[tuple[object, int], ...]
 
 
 class GroupState(Protocol):
+    # Whether `add` ignores its value (count): a batch of changes to one group may then be
+    # given as its net weight, one `add(None, total)`, without a row (AggregateJoin takes a
+    # batch of votes so).
+    ignores_values: ClassVar[bool]
+
     def add(self, value: object, weight: int) -> None:
         """Adds `weight` copies of `value` to the group (removes them when negative)."""
 
@@ -78,6 +83,7 @@ def same(a: object, b: object) -> bool:
 
 class CountState:
     __slots__ = ("_weight",)
+    ignores_values: ClassVar[bool] = True
 
     def __init__(self) -> None:
         self._weight = 0
@@ -99,6 +105,7 @@ class SumState:
     """Exact running sum: ints as ints, finite floats as fractions, inf/-inf/nan counted apart."""
 
     __slots__ = ("_weight", "_exact", "_floats", "_inf", "_neg_inf", "_nan")
+    ignores_values: ClassVar[bool] = False
 
     def __init__(self) -> None:
         self._weight = 0
@@ -160,6 +167,7 @@ class _ExtremeState:
     """min (or max, with `_Desc`): a multiset plus a lazily cleaned heap of its values."""
 
     __slots__ = ("_counts", "_heap", "_in_heap", "_live")
+    ignores_values: ClassVar[bool] = False
 
     def __init__(self) -> None:
         self._counts: dict[object, int] = {}
@@ -280,6 +288,7 @@ class UserState:
     """A user aggregate over the group's multiset, recomputed (once) after a change."""
 
     __slots__ = ("_aggregate", "_counts", "_cached")
+    ignores_values: ClassVar[bool] = False
 
     def __init__(self, aggregate: UserAggregate) -> None:
         self._aggregate = aggregate

@@ -129,16 +129,17 @@ class IntSet:
 
     def add_many(self, values: Iterable[int]) -> None:
         """Adds values none of which is in the set (distinct), merging at most once."""
-        new = set(values)
-        if not new:
+        given = values if isinstance(values, list) else list(values)
+        if not given:
             return
         if self.removed:
+            new = set(given)
             back = new & self.removed
             self.removed -= back
             self.added |= new - back
         else:  # the common case under inserts: nothing removed since the last merge
-            self.added |= new
-        self.top = max(self.top, max(new))
+            self.added.update(given)
+        self.top = max(self.top, max(given))
         self._maybe_merge()
 
     def add_above(self, values: list[int], largest: int) -> None:

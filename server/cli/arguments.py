@@ -1,7 +1,8 @@
 """The `pomoview` subcommands' arguments as data: one `Argument` (names, then the rest of
 `add_argument`'s arguments) per flag or positional, in the order `--help` lists them, and
 `Command`, a subcommand's entry in the table commands.py builds its parser from. Only the
-standard library: a client-only install imports it."""
+standard library and server/spark/priority.py (itself stdlib-only, for the default it
+states): a client-only install imports it."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import argparse
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from pomoview.server.spark.priority import DEFAULT_SPARK_NICE
 
 # One argument: its name or flags, and the rest of `add_argument`'s arguments.
 Argument = tuple[tuple[str, ...], dict[str, Any]]
@@ -92,7 +95,7 @@ SERVE: tuple[Argument, ...] = (
         help="how many steps lower than the server's the CPU priority of the Spark driver JVM is "
         "(0 to 19; 0 keeps it equal): its flushes, compactions and JIT compiler give way to "
         "hits and to the apply when the cores are busy, and a cold miss's Spark job waits "
-        "too (Linux; env POMOVIEW_SPARK_NICE, default 10)",
+        f"too (Linux; env POMOVIEW_SPARK_NICE, default {DEFAULT_SPARK_NICE})",
     ),
     arg(
         "--host",

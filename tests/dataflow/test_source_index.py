@@ -152,6 +152,27 @@ def test_random_batches_filtered_matches_unfiltered_then_filter(
 # -- large deltas by one int column: grouped by sorting (SORT_MIN) ---------------------------
 
 
+def assert_like_a_set_model(
+    index: source_index.SourceIndex,
+    ops: dict[tuple[int, int], int],
+    present: set[int],
+    model: set[tuple[int, int]],
+) -> None:
+    """Applies `ops` (+1 insert, -1 delete of a row keyed by its first column) to the index
+    and to `model`, the rows of the `present` keys: the index's output, drops, state and
+    invariants must be the set model's."""
+    expected = {
+        row: op for row, op in ops.items() if row[0] in present and (op > 0) != (row in model)
+    }
+    dropped = index.metrics.dropped
+    assert index.on_delta(0, ZSet(ops)) == ZSet(expected)
+    assert index.metrics.dropped - dropped == sum(1 for row in ops if row[0] not in present)
+    model |= {r for r, w in expected.items() if w > 0}
+    model -= {r for r, w in expected.items() if w < 0}
+    assert index.query((0,), [(k,) for k in present]) == ZSet(dict.fromkeys(model, 1))
+    index.state.check()
+
+
 @pytest.mark.parametrize("sort_min", [0, 10**9], ids=["sorted", "dict"])
 def test_large_random_deltas_against_a_set_model(sort_min: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """Deltas of 300-700 operations on a partial index by an int column, through the
@@ -168,18 +189,7 @@ def test_large_random_deltas_against_a_set_model(sort_min: int, monkeypatch: pyt
     for _ in range(30):
         size = rng.randrange(300, 700)
         ops = {(rng.randrange(50), rng.randrange(40)): rng.choice((1, -1)) for _ in range(size)}
-        expected = {
-            row: op
-            for row, op in ops.items()
-            if row[0] in present and (op > 0) != (row in model)
-        }
-        dropped = index.metrics.dropped
-        assert index.on_delta(0, ZSet(ops)) == ZSet(expected)
-        assert index.metrics.dropped - dropped == sum(1 for row in ops if row[0] not in present)
-        model |= {r for r, w in expected.items() if w > 0}
-        model -= {r for r, w in expected.items() if w < 0}
-        assert index.query((0,), [(k,) for k in present]) == ZSet(dict.fromkeys(model, 1))
-        index.state.check()
+        assert_like_a_set_model(index, ops, present, model)
 
 
 def test_a_bool_in_a_packed_column_stays_a_bool() -> None:
@@ -221,15 +231,4 @@ def test_inserts_at_and_above_the_top_against_a_set_model(
                 ops[(key, v)] = 1
             if rng.random() < 0.3:  # a delete in the run: not all inserts
                 ops[(key, rng.randrange(0, top + 1))] = -1
-        expected = {
-            row: op
-            for row, op in ops.items()
-            if row[0] in present and (op > 0) != (row in model)
-        }
-        dropped = index.metrics.dropped
-        assert index.on_delta(0, ZSet(ops)) == ZSet(expected)
-        assert index.metrics.dropped - dropped == sum(1 for row in ops if row[0] not in present)
-        model |= {r for r, w in expected.items() if w > 0}
-        model -= {r for r, w in expected.items() if w < 0}
-        assert index.query((0,), [(k,) for k in present]) == ZSet(dict.fromkeys(model, 1))
-        index.state.check()
+        assert_like_a_set_model(index, ops, present, model)

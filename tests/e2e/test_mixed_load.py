@@ -89,7 +89,11 @@ def _client_loop(
     mine: list[dict[str, int]] = []  # this client's live votes
     next_user = 10**6 * (n + 1)  # this client's users: the model needs no write order
     own_articles = [a for a in range(ARTICLES) if a % CLIENTS == n]
-    titles = {a: f"article {a}" for a in own_articles}
+    # Each article's title as the model has it now: the module's runs share one server, and a
+    # run starting from the loaded titles again deleted rows long gone and left two titles
+    # for an article in the model (the final retitle then inserted a row it also deleted).
+    with model_lock:
+        titles = {a: t for a, t in model.articles if a % CLIENTS == n}
     with Client(server.address, timeout=60.0) as db:
         while time.monotonic() < until:
             roll = rng.random()
