@@ -15,7 +15,7 @@ from pomoview.proto.pomoview.v1 import view_service_pb2 as pb
 from pomoview.proto.pomoview.v1 import view_service_pb2_grpc as pb_grpc
 
 from . import messages
-from .auth import auth_metadata, channel_credentials
+from .auth import MAX_MESSAGE_BYTES, auth_metadata, channel_credentials, channel_options
 from .errors import Unavailable, from_rpc_error
 from .results import Attributes, Rows, RowsByKey
 from .subscription import AsyncSubscription
@@ -42,6 +42,7 @@ class AsyncClient:
         private_key: bytes | None = None,
         certificate_chain: bytes | None = None,
         columnar: bool = True,
+        max_message_bytes: int = MAX_MESSAGE_BYTES,
     ) -> None:
         self.address = address
         self.columnar = columnar
@@ -51,10 +52,11 @@ class AsyncClient:
         # answers' to_arrow() uses them (the rows alone cannot type an empty answer).
         self._attributes: dict[str, Attributes] = {}
         creds = channel_credentials(credentials, tls, root_certificates, private_key, certificate_chain)
+        options = channel_options(max_message_bytes)
         if creds is None:
-            self._channel = grpc.aio.insecure_channel(address)
+            self._channel = grpc.aio.insecure_channel(address, options=options)
         else:
-            self._channel = grpc.aio.secure_channel(address, creds)
+            self._channel = grpc.aio.secure_channel(address, creds, options=options)
         self._stub = pb_grpc.ViewServiceStub(self._channel)
 
     async def __aenter__(self) -> AsyncClient:

@@ -1,4 +1,4 @@
-"""Token and TLS options shared by `Client` and `AsyncClient`."""
+"""Token, TLS and channel options shared by `Client` and `AsyncClient`."""
 
 from __future__ import annotations
 
@@ -7,6 +7,11 @@ import grpc
 # gRPC metadata values must be printable ASCII; a token outside it would fail deep inside
 # grpc with an unhelpful error, so it is refused up front.
 _PRINTABLE = frozenset(range(0x21, 0x7F))
+
+# The largest message a client receives or sends unless told otherwise: the server's default
+# limit (`serve --max-message-bytes`, server/limits/requests.py). grpc's own is 4 MiB, so a
+# whole view's answer of 10 MB, which the server sends, failed in the client.
+MAX_MESSAGE_BYTES = 64 << 20
 
 
 def check_token(token: str, where: str = "token") -> str:
@@ -51,3 +56,13 @@ def channel_credentials(
         private_key=private_key,
         certificate_chain=certificate_chain,
     )
+
+
+def channel_options(max_message_bytes: int) -> list[tuple[str, int]]:
+    """The channel's message size limits, both ways; ValueError unless a positive int."""
+    if type(max_message_bytes) is not int or max_message_bytes <= 0:
+        raise ValueError(f"max_message_bytes must be a positive number of bytes, got {max_message_bytes!r}")
+    return [
+        ("grpc.max_receive_message_length", max_message_bytes),
+        ("grpc.max_send_message_length", max_message_bytes),
+    ]

@@ -13,7 +13,7 @@ from pomoview.proto.pomoview.v1 import view_service_pb2 as pb
 from pomoview.proto.pomoview.v1 import view_service_pb2_grpc as pb_grpc
 
 from . import messages
-from .auth import auth_metadata, channel_credentials
+from .auth import MAX_MESSAGE_BYTES, auth_metadata, channel_credentials, channel_options
 from .errors import Unavailable, from_rpc_error
 from .results import Attributes, Rows, RowsByKey
 from .subscription import Subscription
@@ -38,6 +38,11 @@ class Client:
     much cheaper to encode and decode than a message per value; the rows are the same. A
     server that predates columnar answers is asked again in rows, and in rows from then on.
     `columnar=False` asks in rows always.
+
+    `max_message_bytes` bounds each message received or sent (default 64 MiB, the server's
+    own default limit, where grpc's is 4 MiB): a whole view's answer past it fails with
+    `ResourceExhausted`. A server started with a larger `--max-message-bytes` needs a
+    client with as large a one for answers that large.
     """
 
     def __init__(
@@ -52,6 +57,7 @@ class Client:
         private_key: bytes | None = None,
         certificate_chain: bytes | None = None,
         columnar: bool = True,
+        max_message_bytes: int = MAX_MESSAGE_BYTES,
     ) -> None:
         self.address = address
         self.columnar = columnar
@@ -61,10 +67,11 @@ class Client:
         # answers' to_arrow() uses them (the rows alone cannot type an empty answer).
         self._attributes: dict[str, Attributes] = {}
         creds = channel_credentials(credentials, tls, root_certificates, private_key, certificate_chain)
+        options = channel_options(max_message_bytes)
         if creds is None:
-            self._channel = grpc.insecure_channel(address)
+            self._channel = grpc.insecure_channel(address, options=options)
         else:
-            self._channel = grpc.secure_channel(address, creds)
+            self._channel = grpc.secure_channel(address, creds, options=options)
         self._stub = pb_grpc.ViewServiceStub(self._channel)
 
     def __enter__(self) -> Client:

@@ -125,7 +125,9 @@ class ReplicaLookups:
         hit = self._table.hits((request.view, key_attrs), tuples, min_epoch, answer.encode, answer.form)
         if hit is None:
             return None
-        return answer.response(*hit)
+        out = answer.response(*hit)
+        # One past the limit is the server's to refuse, with its message (Limits.check_answer).
+        return out if len(out) <= self._limits.max_message_bytes else None
 
     def _answer(self, relation: Any, columnar: bool) -> RowAnswer | ColumnEncoder:
         cached = self._answers.get((id(relation), columnar))

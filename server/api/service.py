@@ -269,7 +269,13 @@ class ViewService(pb_grpc.ViewServiceServicer):
             )
             return used[-1].response(encoded, epoch)
 
-        return self._call(context, run)
+        def sized() -> pb.LookupResponse | bytes:
+            answer = run()
+            size = len(answer) if isinstance(answer, bytes) else answer.ByteSize()
+            self.scheduler.limits.check_answer(request.view, size)
+            return answer
+
+        return self._call(context, sized)
 
     def _page(
         self, request: pb.LookupRequest, keys: Rows, min_epoch: int | None, context: grpc.ServicerContext

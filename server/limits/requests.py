@@ -61,9 +61,9 @@ LIMITS: tuple[Limit, ...] = (
         "max_message_bytes",
         64 << 20,
         True,
-        "the largest gRPC message the server receives or sends; a larger one is refused by "
-        "gRPC itself (RESOURCE_EXHAUSTED). Clients receive at most 4M by default (grpc's "
-        "default), so a larger answer also needs their grpc.max_receive_message_length raised",
+        "the largest gRPC message the server receives or sends (RESOURCE_EXHAUSTED past it, "
+        "naming the view for a lookup's answer). pomoview's clients take 64M by default "
+        "(Client(max_message_bytes=...)); other gRPC clients 4M, grpc's default",
     ),
     Limit("max_program_bytes", 1 << 20, True, "the largest program text Install accepts (UTF-8)"),
     Limit("max_rules", 10_000, False, "rules per program"),
@@ -130,6 +130,17 @@ class Limits:
         """Raises ResourceExhausted if `got` is past the limit `name`."""
         if got > getattr(self, name):
             raise self.exceeded(name, what, got)
+
+    def check_answer(self, view: str, size: int) -> None:
+        """Raises ResourceExhausted for a lookup answer of `size` bytes past
+        `max_message_bytes`, saying how to ask for less: gRPC would refuse to send it with a
+        message naming no view and no flag."""
+        if size > self.max_message_bytes:
+            err = self.exceeded("max_message_bytes", f"the answer of {view!r} in bytes", size)
+            raise ResourceExhausted(
+                f"{err.message}; look up fewer keys at a time, or pages (limit, after) of "
+                "a view declared with `order by`"
+            )
 
     def grpc_options(self) -> list[tuple[str, int]]:
         return [
