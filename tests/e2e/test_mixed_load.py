@@ -220,7 +220,10 @@ def _run(loaded: tuple[ServerProcess, VotesModel], seconds: float) -> None:
         # still holds but a state above it lost (an eviction that did not go below, Noria
         # invariant 4) drops this delta there and answers stale at the check below. Without
         # it such a key showed only if a client happened to write it afterwards.
-        votes = [{"article_id": a, "user_id": 10**9 + 1} for a in range(ARTICLES)]
+        # Users no client has, new in each run of the module's shared server (a vote already
+        # there changes nothing, so the follower below waited for a change never coming).
+        fresh = 10**9 + 2 * tally.last_epoch
+        votes = [{"article_id": a, "user_id": fresh + 1} for a in range(ARTICLES)]
         old = [{"id": i, "title": t} for i, t in sorted(model.articles)]
         new = [{"id": i, "title": f"{t} final"} for i, t in sorted(model.articles)]
         db.write_batch({"vote": (votes, []), "article": (new, old)})
@@ -228,7 +231,7 @@ def _run(loaded: tuple[ServerProcess, VotesModel], seconds: float) -> None:
         model.apply("article", new, old)
         # One more write to a subscribed key: the follower stops at the first change at or
         # after the writers' last epoch, which this one is.
-        last = {"article_id": SUBSCRIBED[0], "user_id": 10**9}  # no client writes this user
+        last = {"article_id": SUBSCRIBED[0], "user_id": fresh}
         tally.last_epoch = db.write("vote", insert=[last])
         model.apply("vote", [last], [])
         stop_at.append(tally.last_epoch)
