@@ -426,6 +426,13 @@ class KeyedState:
         stored = self._groups.get(key)
         if stored is None and self.partial:
             return False
+        if type(stored) is tuple and type(changes) is list and len(changes) == 2:
+            # A one-row group whose row gives way to another (an aggregate's new value, the
+            # commonest change of a reader under writes): the new row is the whole group.
+            (gone, out), (row, into) = changes
+            if out == -1 and into == 1 and gone == stored:
+                self._groups[key] = row
+                return True
         old = self._view(key, stored) if stored is not None else {}
         group = dict(old)
         for row, weight in changes:

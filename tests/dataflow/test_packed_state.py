@@ -211,3 +211,58 @@ def test_a_batch_at_a_hot_key_takes_the_vectorized_path() -> None:
     assert got == expected
     assert state.row_count() == 1000 + sum(expected.values())
     state.check()
+
+
+ROWS = st.sampled_from([(1, v) for v in range(4)])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.booleans(), st.lists(st.tuples(st.integers(0, 2), ROWS, ROWS, st.integers(0, 4)), max_size=60))
+def test_replace_is_a_copy_on_write_dict_update(
+    partial: bool, steps: list[tuple[int, Any, Any, int]]
+) -> None:
+    """`replace` against a dict model, with changes mostly of the shape a reader gets under
+    writes, one row giving way to another ([(old, -1), (new, +1)]), and the others: a row
+    that is not the key's (weights leave {1}), the same row out and in, a weight of 2, three
+    changes. Every
+    group read before a replace still reads as it did (copy on write)."""
+    state = KeyedState(partial=partial)
+    model: dict[tuple[int, ...], dict[Any, int]] = {}
+    for key_no, first, second, shape in steps:
+        key = (key_no,)
+        if partial and key not in model:
+            state.fill(key, [(first, 1)])
+            model[key] = {first: 1}
+            continue
+        held = model.get(key, {})
+        current = next(iter(held), first) if len(held) == 1 else first
+        changes = [
+            [(current, -1), (second, 1)],  # the reader's common shape
+            [(first, -1), (second, 1)],  # the old row may not be the key's
+            [(current, -1), (current, 1)],  # out and in again: no change
+            [(current, -1), (second, 1), (first, 1)],
+            [(current, -1), (second, 2)],
+        ][shape]
+        if len({row for row, _ in changes}) < len(changes) and shape != 2:
+            changes = changes[:1]  # a row once per change list, as a reader's grouping gives
+        before = {k: dict(v) for k, v in state.groups()}
+        views = {k: state.get(k) for k in model}
+        assert state.replace(key, changes)
+        new = dict(held)
+        for row, weight in changes:
+            total = new.get(row, 0) + weight
+            if total:
+                new[row] = total
+            else:
+                new.pop(row, None)
+        if new or partial:
+            model[key] = new
+        else:
+            model.pop(key, None)
+        for k, view in views.items():
+            assert view is None or dict(view) == before.get(k, {}), f"{k} changed under a reader"
+        assert {k: dict(v) for k, v in state.groups()} == {k: v for k, v in model.items() if v or partial}
+        state.check()
+    if partial:  # a key never filled stays missing
+        for key in {(k,) for k in range(3)} - set(model):
+            assert not state.replace(key, [((1, 0), 1)])
