@@ -5,6 +5,7 @@ for random fills, weighted adds (weights that leave the set form, values that ar
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -248,13 +249,10 @@ def test_replace_is_a_copy_on_write_dict_update(
         before = {k: dict(v) for k, v in state.groups()}
         views = {k: state.get(k) for k in model}
         assert state.replace(key, changes)
-        new = dict(held)
+        counts = Counter(held)
         for row, weight in changes:
-            total = new.get(row, 0) + weight
-            if total:
-                new[row] = total
-            else:
-                new.pop(row, None)
+            counts[row] += weight
+        new = {row: weight for row, weight in counts.items() if weight}
         if new or partial:
             model[key] = new
         else:
