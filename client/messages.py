@@ -158,7 +158,8 @@ def key_tuples(keys: Sequence[Mapping[str, object]]) -> list[KeyTuple]:
     # Whole-list passes rather than a branchy loop per key: a many-key read of hot keys
     # spends its client time here and building the request.
     try:
-        values = list(map(itemgetter(*attrs), keys))
+        # A whole view's key names no attribute, and itemgetter() takes at least one.
+        values = list(map(itemgetter(*attrs), keys)) if attrs else [()] * len(keys)
     except KeyError:
         values = []
     if len(values) != len(keys) or set(map(len, keys)) != {len(attrs)}:

@@ -329,11 +329,21 @@ class ViewService(pb_grpc.ViewServiceServicer):
                 for row in tuples
             ]
 
+        def sized(update: pb.SubscribeUpdate) -> pb.SubscribeUpdate:
+            def checked() -> pb.SubscribeUpdate:
+                limits = self.scheduler.limits
+                limits.check_answer(request.view, update.ByteSize(), subscription=True)
+                return update
+
+            return self._call(context, checked)
+
         try:
-            yield pb.SubscribeUpdate(
-                epoch=epoch,
-                snapshot=True,
-                inserts=message([tuple(r[a] for a, _ in typed) for r in rows]),
+            yield sized(
+                pb.SubscribeUpdate(
+                    epoch=epoch,
+                    snapshot=True,
+                    inserts=message([tuple(r[a] for a, _ in typed) for r in rows]),
+                )
             )
             while True:
                 try:
@@ -350,10 +360,12 @@ class ViewService(pb_grpc.ViewServiceServicer):
                         return
                     continue
                 at, changes = item
-                yield pb.SubscribeUpdate(
-                    epoch=at,
-                    inserts=message([row for row, w in changes if w > 0]),
-                    deletes=message([row for row, w in changes if w < 0]),
+                yield sized(
+                    pb.SubscribeUpdate(
+                        epoch=at,
+                        inserts=message([row for row, w in changes if w > 0]),
+                        deletes=message([row for row, w in changes if w < 0]),
+                    )
                 )
         finally:
             self.scheduler.unsubscribe(sub)

@@ -131,16 +131,20 @@ class Limits:
         if got > getattr(self, name):
             raise self.exceeded(name, what, got)
 
-    def check_answer(self, view: str, size: int) -> None:
-        """Raises ResourceExhausted for a lookup answer of `size` bytes past
-        `max_message_bytes`, saying how to ask for less: gRPC would refuse to send it with a
-        message naming no view and no flag."""
+    def check_answer(self, view: str, size: int, *, subscription: bool = False) -> None:
+        """Raises ResourceExhausted for an answer of `size` bytes past `max_message_bytes`
+        (a lookup's, or a subscription's message), saying how to ask for less: gRPC would
+        refuse to send it with a message naming no view and no flag."""
         if size > self.max_message_bytes:
-            err = self.exceeded("max_message_bytes", f"the answer of {view!r} in bytes", size)
-            raise ResourceExhausted(
-                f"{err.message}; look up fewer keys at a time, or pages (limit, after) of "
-                "a view declared with `order by`"
+            what = "a subscription's message" if subscription else "the answer"
+            err = self.exceeded("max_message_bytes", f"{what} of {view!r} in bytes", size)
+            advice = (
+                "subscribe to fewer keys at a time"
+                if subscription
+                else "look up fewer keys at a time, or pages (limit, after) of a view declared "
+                "with `order by`"
             )
+            raise ResourceExhausted(f"{err.message}; {advice}")
 
     def grpc_options(self) -> list[tuple[str, int]]:
         return [

@@ -1,9 +1,10 @@
 """Answers larger than grpc's default 4 MiB message, through the real server with its hit
 replica: a whole view of about 5 MB reaches a default `Client` whole, in columns and in rows,
-on its first lookup (the server's locked path) and its next (a hit through the replica); one
-past the server's `--max-message-bytes` is refused with RESOURCE_EXHAUSTED naming the view,
-the size and the flag, on both paths, and changes nothing; a client told a smaller limit than
-the answer fails in the client."""
+on its first lookup (the server's locked path) and its next (a hit through the replica), and
+as a subscription's snapshot; one past the server's `--max-message-bytes` is refused with
+RESOURCE_EXHAUSTED naming the view, the size and the flag, on both paths and as a
+subscription, and changes nothing; a client told a smaller limit than the answer fails in
+the client."""
 
 from __future__ import annotations
 
@@ -66,6 +67,9 @@ def test_a_whole_view_past_four_mebibytes_reaches_a_default_client(
         for _ in range(2):  # the first fills the reader; the second is a hit, via the replica
             rows = db.lookup("everything", {})
             assert sorted((r["id"], r["text"]) for r in rows) == model()
+        # lookup_many's dict has the whole view's key, the empty tuple.
+        (whole,) = db.lookup_many("everything", [{}]).items()
+        assert whole[0] == () and sorted((r["id"], r["text"]) for r in whole[1]) == model()
 
 
 def test_the_async_client_takes_it_too(server: ServerProcess) -> None:
@@ -89,6 +93,21 @@ def test_an_answer_past_the_servers_limit_is_refused_naming_the_view_and_the_fla
         # Nothing changed: the same rows are there, by key and whole.
         assert db.lookup("byId", {"id": 7}) == [{"id": 7, "text": text(7)}]
         assert len(db.lookup("everything", {})) == ITEMS
+
+
+def test_a_subscription_past_the_servers_limit_ends_naming_the_view_and_the_flag(
+    server: ServerProcess,
+) -> None:
+    with server.client() as db:
+        with db.subscribe("twice", [{}]) as sub, pytest.raises(ResourceExhausted) as refused:
+            next(sub)
+        message = str(refused.value)
+        assert "a subscription's message of 'twice'" in message, message
+        assert "--max-message-bytes" in message and "subscribe to fewer keys" in message, message
+        with db.subscribe("everything", [{}]) as sub:  # one under the limit is sent whole
+            snapshot = next(sub)
+            assert snapshot.snapshot
+            assert sorted((r["id"], r["text"]) for r in snapshot.inserts) == model()
 
 
 def test_a_client_with_a_smaller_limit_refuses_the_answer_itself(server: ServerProcess) -> None:
