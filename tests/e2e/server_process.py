@@ -129,6 +129,9 @@ def thread_niceness(pid: int) -> dict[int, int]:
     """Each thread of `pid` and its niceness (field 19 of its stat line)."""
     out = {}
     for task in Path(f"/proc/{pid}/task").iterdir():
-        stat = (task / "stat").read_text()
+        try:
+            stat = (task / "stat").read_text()
+        except OSError:  # the thread ended between the listing and the read
+            continue
         out[int(task.name)] = int(stat[stat.rindex(")") + 2 :].split()[16])
     return out
