@@ -255,6 +255,8 @@ def stats_result(resp: pb.StatsResponse) -> dict[str, object]:
         "apply_lag_epochs": resp.apply_lag_epochs,
         # Lookups the hit replica (serve --hit-replica) answered itself; 0 without one.
         "replica_hits": resp.replica_hits,
+        # The applied epoch `readers` and `states` describe (below applied_epoch while a step runs).
+        "states_epoch": resp.states_epoch,
         # The executors the server's Spark application has (-1: its session is starting).
         "spark": {"executors": resp.spark_executors, "status": resp.spark_status},
         "readers": [

@@ -424,6 +424,7 @@ class ViewService(pb_grpc.ViewServiceServicer):
             spark_executors=spark.executors if spark is not None else -1,
             spark_status=spark.summary if spark is not None else "",
             replica_hits=self._replica_hits() if self._replica_hits is not None else 0,
+            states_epoch=stats.states_epoch,
         )
 
     def Load(

@@ -336,6 +336,8 @@ def format_stats(stats: Mapping[str, object]) -> str:
     head = ", ".join(f"{name} {stats[name]}" for name in COUNTERS)
     if "apply_lag_seconds" in stats:
         head += f"\napply lag: {stats['apply_lag_seconds']:.3f} s, {stats['apply_lag_epochs']} epochs"
+    if stats.get("states_epoch", stats["applied_epoch"]) != stats["applied_epoch"]:
+        head += f"\nstates as of epoch {stats['states_epoch']} (read at the end of an earlier step)"
     if stats.get("replica_hits"):
         head += f"\nhits answered by the hit replica: {stats['replica_hits']}"
     spark = stats.get("spark")

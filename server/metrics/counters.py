@@ -54,3 +54,6 @@ class Stats:
     # applied, and the epochs between the durable and the applied one.
     apply_lag_seconds: float = 0.0
     apply_lag_epochs: int = 0
+    # The applied epoch that `readers`, `states`, `dropped_deltas` and `partial_state_bytes`
+    # describe: under writes, the end of an earlier step (server/scheduler/graph_stats.py).
+    states_epoch: int = 0

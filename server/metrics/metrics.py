@@ -3,7 +3,8 @@
 Each `Scheduler` has a `Metrics` with a `CollectorRegistry` of its own, not the process's
 global one, so that several schedulers (tests) can live in one process. The hot paths only
 increment counters and observe histograms; what the dataflow holds is read at scrape time,
-through `Scheduler.stats` (which takes the dataflow lock as the Stats RPC does).
+through `Scheduler.stats` (which reads the graph as the Stats RPC does: without waiting behind a
+running step, server/scheduler/graph_stats.py).
 
 Counters (exposed with the `_total` suffix):
 - `pomoview_lookups_total`: Lookup requests, failed ones included.

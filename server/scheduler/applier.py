@@ -72,11 +72,14 @@ class Applier:
         *,
         max_lag: float = DEFAULT_MAX_APPLY_LAG,
         refill: Callable[[ShortWindows], None] = lambda _: None,
+        after_step: Callable[[], None] = lambda: None,
     ) -> None:
         """`refill(windows)`, after a step that left windows of ordered views short: looks
-        them up again, in the background (`Lookups.refill`)."""
+        them up again, in the background (`Lookups.refill`). `after_step()`, with the
+        dataflow lock held, last thing in each step (`GraphStats.after_step`)."""
         self._view = view
         self._refill = refill
+        self._after_step = after_step
         self._time = time
         self._stopping = stopping
         self.max_lag = max_lag
@@ -183,6 +186,7 @@ class Applier:
             view.subscriptions.seal(last)  # never waits: see subscriptions.py
             view.enforce_budget()
             short = view.graph.short_windows() if view.graph is not None else []
+            self._after_step()  # last: nothing changes the graph between it and the release
             view.lock.notify_all()
         if short:
             self._refill(short)

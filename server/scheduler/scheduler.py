@@ -52,6 +52,7 @@ from pomoview.server.reads.upquery_jobs import UpqueryJobs
 from pomoview.server.reads.upquery_pins import UpqueryPins
 from pomoview.server.scheduler.applier import DEFAULT_MAX_APPLY_LAG, Applier
 from pomoview.server.scheduler.flusher import COMPACT_INTERVAL, COMPACT_MIN_PARTS, Flusher
+from pomoview.server.scheduler.graph_stats import GraphStats
 from pomoview.server.scheduler.write_path import WritePath
 from pomoview.server.spark.deadline import WRITE_SETTING, SparkTimeouts, deadline
 from pomoview.server.store.fs import LocalFS
@@ -172,11 +173,13 @@ class Scheduler:
             linger=UPQUERY_LINGER,
             max_linger=UPQUERY_MAX_LINGER,
         )
+        self.graph_stats = GraphStats(view)
         self.introspection = Introspection(view, lambda: self.store.version, self._stopping)
         jobs, counters = self.upquery_jobs, self.counters
         self.lookups = Lookups(view, jobs, self.time_path, self.metrics, counters, self.introspection)
         self.applier = Applier(
-            view, self.time_path, self._stopping, max_lag=max_apply_lag, refill=self.lookups.refill
+            view, self.time_path, self._stopping, max_lag=max_apply_lag, refill=self.lookups.refill,
+            after_step=self.graph_stats.after_step,
         )
         self.writes = WritePath(
             view, self.wal, self.metrics, self.time_path, self.applier.on_durable, self.applier.wait_for_room
@@ -401,31 +404,25 @@ class Scheduler:
         view = self.view_state
         memory = view.memory
         rss, lag = process_rss(), self.applier.lag()  # neither needs the dataflow lock
-        # One hold of the lock for everything the graph says: under write load every hold
-        # waits for a step to end.
-        with view.lock:
-            graph = view.graph.graph if view.graph is not None else None
-            readers = [
-                ReaderInfo(name, key, reader.partial, reader.state.present_keys())
-                for (name, key), reader in (graph.readers.items() if graph else ())
-            ]
-            return Stats(
-                applied_epoch=view.applied_epoch,
-                durable_epoch=view.durable_epoch,
-                flushed_epoch=self.store.version,
-                upqueries=self.counters.upqueries,
-                spark_jobs=self.counters.spark_jobs,
-                dropped_deltas=graph.metrics.dropped if graph else 0,
-                readers=readers,
-                states=graph.node_infos() if graph else [],
-                memory_budget=memory.budget if memory else 0,
-                rss_bytes=rss,
-                baseline_rss_bytes=memory.baseline if memory else 0,
-                partial_state_bytes=graph.partial_bytes() if graph else 0,
-                eviction_rounds=memory.evictions if memory else 0,
-                apply_lag_seconds=lag,
-                apply_lag_epochs=view.durable_epoch - view.applied_epoch,
-            )
+        graph = self.graph_stats.read()  # without waiting behind a running step (graph_stats.py)
+        return Stats(
+            applied_epoch=view.applied_epoch,
+            durable_epoch=view.durable_epoch,
+            flushed_epoch=self.store.version,
+            upqueries=self.counters.upqueries,
+            spark_jobs=self.counters.spark_jobs,
+            dropped_deltas=graph.dropped,
+            readers=graph.readers,
+            states=graph.states,
+            memory_budget=memory.budget if memory else 0,
+            rss_bytes=rss,
+            baseline_rss_bytes=memory.baseline if memory else 0,
+            partial_state_bytes=graph.partial_bytes,
+            eviction_rounds=memory.evictions if memory else 0,
+            apply_lag_seconds=lag,
+            apply_lag_epochs=view.durable_epoch - view.applied_epoch,
+            states_epoch=graph.epoch,
+        )
 
     # -- bulk load ----------------------------------------------------------------
 

@@ -31,6 +31,7 @@ from pomoview.dataflow.graph import Graph
 from pomoview.dataflow.node import Filters, fetch_from
 from pomoview.dataflow.state.keyed_state import Key, Row
 from pomoview.dataflow.zset import ZSet
+from pomoview.planner.compile import CompiledProgram
 from pomoview.planner.frontend.builtins import BUILTIN_SOURCES
 from pomoview.server.views.view_state import ViewState
 
@@ -61,11 +62,8 @@ class Introspection:
         """Steps the dataflow to the rows now, if the program reads a built-in source and they
         changed; returns whether they did. Caller holds the dataflow lock."""
         view = self._view
-        program, graph = view.program, view.graph
-        if program is None or graph is None:
-            return False
-        used = [n for n, r in program.relations.items() if r.kind == "builtin"]
-        if not used:
+        used, graph = self.used(view.program), view.graph
+        if not used or graph is None:
             return False
         rows = self.rows(graph.graph, used)
         changes: dict[str, ZSet[Row]] = {}
@@ -100,8 +98,18 @@ class Introspection:
     def run(self) -> None:
         """Refreshes every `TICK` seconds until the server stops (the introspection thread)."""
         while not self._stopping.wait(TICK):
+            if not self.used(self._view.program):  # no hold of the lock for nothing
+                continue
             with self._view.lock:
                 self.refresh()
+
+    @staticmethod
+    def used(program: CompiledProgram | None) -> list[str]:
+        """The built-in sources `program` reads. Also called without the dataflow lock: a
+        program is replaced whole at an install, never changed."""
+        if program is None:
+            return []
+        return [n for n, r in program.relations.items() if r.kind == "builtin"]
 
     def rows(self, graph: Graph[Any], used: Collection[str]) -> dict[str, set[Row]]:
         """Each built-in source's rows now (see the module docstring)."""

@@ -54,6 +54,9 @@ class CountingLock:
         self._local = threading.local()
         # Run with the lock held just before each release (a Condition's `wait` included).
         self.before_release: Callable[[], None] | None = None
+        # Releases so far (a Condition's `wait` included), counted under the lock: a reading
+        # taken under it holds as long as no other hold has ended since (graph_stats.py).
+        self.releases = 0
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
         got = self._lock.acquire(blocking, timeout)
@@ -69,6 +72,7 @@ class CountingLock:
             if hook is not None:
                 hook()
         finally:
+            self.releases += 1
             self._lock.release()
 
     def locked(self) -> bool:
@@ -186,6 +190,10 @@ class ViewState:
         the lock is seen by the hook before any other thread can see it (the hit replica's
         feed, server/replica/feed.py)."""
         self._mutex.before_release = hook
+
+    def lock_releases(self) -> int:
+        """How many times `lock` was released so far (read without it: one int)."""
+        return self._mutex.releases
 
     def count_locks(self) -> contextlib.AbstractContextManager[LockCount]:
         """Counts the current thread's acquisitions of `lock` inside the `with` block (tests

@@ -124,6 +124,7 @@ class FakeViewService(pb_grpc.ViewServiceServicer):
             apply_lag_seconds=0.125,
             apply_lag_epochs=7,
             replica_hits=9,
+            states_epoch=4,
             spark_executors=0,
             spark_status="the Spark cluster spark://h:7077 has had no executor for this server for 4 s",
             readers=[

@@ -172,6 +172,7 @@ def test_describe_and_stats(address: str) -> None:
         "apply_lag_seconds": 0.125,
         "apply_lag_epochs": 7,
         "replica_hits": 9,
+        "states_epoch": 4,
         "spark": {
             "executors": 0,
             "status": "the Spark cluster spark://h:7077 has had no executor for this server for 4 s",
@@ -378,9 +379,10 @@ def test_cli_stats(address: str, capsys: pytest.CaptureFixture[str]) -> None:
 def test_cli_stats_table(address: str, capsys: pytest.CaptureFixture[str]) -> None:
     """One row per stateful node, with its key, mode and sizes; stateless nodes are left out."""
     assert main(["stats", "--address", address]) == 0
-    counters, lag, replica, spark, memory, header, *rows = capsys.readouterr().out.splitlines()
+    counters, lag, states, replica, spark, memory, header, *rows = capsys.readouterr().out.splitlines()
     assert counters.startswith("applied_epoch 5, durable_epoch 6,") and "dropped_deltas 4" in counters
     assert lag == "apply lag: 0.125 s, 7 epochs"
+    assert states == "states as of epoch 4 (read at the end of an earlier step)"
     assert replica == "hits answered by the hit replica: 9"
     assert spark == "spark: the Spark cluster spark://h:7077 has had no executor for this server for 4 s"
     assert memory == (

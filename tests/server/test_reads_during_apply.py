@@ -195,3 +195,71 @@ def test_a_writer_waits_while_the_views_are_too_far_behind(
     finally:
         gate.set()
         s.stop()
+
+
+def test_stats_answers_at_once_while_a_step_holds_the_dataflow(scheduler: Scheduler) -> None:
+    """Stats (server/scheduler/graph_stats.py) while a gate holds a step: it answers without
+    the lock, with the last reading of the graph and the epoch it is of, and the live
+    epochs; a reading asked for during a step is left by the apply at the step's end; a
+    reading that an other hold has outdated (a lookup's fill) is never answered: the call
+    waits for the step instead."""
+    s = scheduler
+    s.install(VOTES)
+    first = s.write([("article", [row(id=i, title=str(i)) for i in (1, 2, 3)], []),
+                     ("vote", [row(article_id=1, user_id=7)], [])])
+    s.lookup(VIEW, [row(id=1), row(id=2)], min_epoch=first)
+    graph = s.graph
+    assert graph is not None
+    reader = graph.graph.readers[(VIEW, ("id",))]
+    entered, gate = threading.Event(), threading.Event()
+    real = reader.on_delta
+
+    def gated(port: int, delta: Any) -> Any:
+        out = real(port, delta)
+        entered.set()
+        assert gate.wait(60)
+        return out
+
+    def present(stats: Any) -> int:
+        [info] = [r for r in stats.readers if r.view == VIEW]
+        return int(info.present_keys)
+
+    before = s.stats()  # the lock is free: a reading now
+    assert (before.states_epoch, present(before)) == (first, 2)
+    reader.on_delta = gated  # type: ignore[method-assign]
+
+    def held_write(user: int) -> tuple[threading.Thread, list[int]]:
+        entered.clear()
+        gate.clear()
+        epochs: list[int] = []
+        vote = [("vote", [row(article_id=1, user_id=user)], [])]
+        writer = threading.Thread(target=lambda: epochs.append(s.write(vote)))
+        writer.start()
+        assert entered.wait(60)
+        writer.join(60)  # acknowledged, not applied
+        return writer, epochs
+
+    try:
+        _, [second] = held_write(8)
+        during = in_thread(s.stats)  # the old Stats waited here for the gate
+        assert (during.applied_epoch, during.durable_epoch, during.states_epoch) == (first, second, first)
+        assert during.states == before.states and present(during) == 2
+        gate.set()  # the step ends, and leaves a reading: a Stats call wanted one
+        s.lookup(VIEW, [row(id=1)], min_epoch=second)
+        assert s.graph_stats.taken_by_apply == 1
+
+        s.lookup(VIEW, [row(id=3)])  # a fill: a hold that outdates every earlier reading
+        last = s.graph_stats.last
+        assert last is not None and not s.graph_stats.holds(last)
+        _, [third] = held_write(9)
+        tries = s.graph_stats.busy_tries
+        late: list[Any] = []
+        caller = threading.Thread(target=lambda: late.append(s.stats()))
+        caller.start()
+        wait_until(lambda: s.graph_stats.busy_tries > tries, "Stats finding the dataflow held")
+        assert not late  # the outdated reading is not answered
+    finally:
+        gate.set()
+    caller.join(60)
+    [after] = late
+    assert after.states_epoch == third and present(after) == 3

@@ -254,7 +254,7 @@ class ReaderStats(_message.Message):
     def __init__(self, view: _Optional[str] = ..., key: _Optional[_Iterable[str]] = ..., partial: _Optional[bool] = ..., present_keys: _Optional[int] = ...) -> None: ...
 
 class StatsResponse(_message.Message):
-    __slots__ = ("applied_epoch", "durable_epoch", "flushed_epoch", "upqueries", "spark_jobs", "dropped_deltas", "readers", "states", "memory_budget", "rss_bytes", "baseline_rss_bytes", "partial_state_bytes", "eviction_rounds", "apply_lag_seconds", "apply_lag_epochs", "spark_executors", "spark_status", "replica_hits")
+    __slots__ = ("applied_epoch", "durable_epoch", "flushed_epoch", "upqueries", "spark_jobs", "dropped_deltas", "readers", "states", "memory_budget", "rss_bytes", "baseline_rss_bytes", "partial_state_bytes", "eviction_rounds", "apply_lag_seconds", "apply_lag_epochs", "spark_executors", "spark_status", "replica_hits", "states_epoch")
     APPLIED_EPOCH_FIELD_NUMBER: _ClassVar[int]
     DURABLE_EPOCH_FIELD_NUMBER: _ClassVar[int]
     FLUSHED_EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -273,6 +273,7 @@ class StatsResponse(_message.Message):
     SPARK_EXECUTORS_FIELD_NUMBER: _ClassVar[int]
     SPARK_STATUS_FIELD_NUMBER: _ClassVar[int]
     REPLICA_HITS_FIELD_NUMBER: _ClassVar[int]
+    STATES_EPOCH_FIELD_NUMBER: _ClassVar[int]
     applied_epoch: int
     durable_epoch: int
     flushed_epoch: int
@@ -291,7 +292,8 @@ class StatsResponse(_message.Message):
     spark_executors: int
     spark_status: str
     replica_hits: int
-    def __init__(self, applied_epoch: _Optional[int] = ..., durable_epoch: _Optional[int] = ..., flushed_epoch: _Optional[int] = ..., upqueries: _Optional[int] = ..., spark_jobs: _Optional[int] = ..., dropped_deltas: _Optional[int] = ..., readers: _Optional[_Iterable[_Union[ReaderStats, _Mapping]]] = ..., states: _Optional[_Iterable[_Union[DataflowNode, _Mapping]]] = ..., memory_budget: _Optional[int] = ..., rss_bytes: _Optional[int] = ..., baseline_rss_bytes: _Optional[int] = ..., partial_state_bytes: _Optional[int] = ..., eviction_rounds: _Optional[int] = ..., apply_lag_seconds: _Optional[float] = ..., apply_lag_epochs: _Optional[int] = ..., spark_executors: _Optional[int] = ..., spark_status: _Optional[str] = ..., replica_hits: _Optional[int] = ...) -> None: ...
+    states_epoch: int
+    def __init__(self, applied_epoch: _Optional[int] = ..., durable_epoch: _Optional[int] = ..., flushed_epoch: _Optional[int] = ..., upqueries: _Optional[int] = ..., spark_jobs: _Optional[int] = ..., dropped_deltas: _Optional[int] = ..., readers: _Optional[_Iterable[_Union[ReaderStats, _Mapping]]] = ..., states: _Optional[_Iterable[_Union[DataflowNode, _Mapping]]] = ..., memory_budget: _Optional[int] = ..., rss_bytes: _Optional[int] = ..., baseline_rss_bytes: _Optional[int] = ..., partial_state_bytes: _Optional[int] = ..., eviction_rounds: _Optional[int] = ..., apply_lag_seconds: _Optional[float] = ..., apply_lag_epochs: _Optional[int] = ..., spark_executors: _Optional[int] = ..., spark_status: _Optional[str] = ..., replica_hits: _Optional[int] = ..., states_epoch: _Optional[int] = ...) -> None: ...
 
 class LoadRequest(_message.Message):
     __slots__ = ("source", "path", "format", "options")
