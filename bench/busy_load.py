@@ -13,7 +13,7 @@ pass, whichever is first):
   arrival time, and folding the changes into the ids' vote counts; after `stop` it runs
   until the change of the last write that touched its ids has arrived;
 - a sampler: `Client.stats()` every `sample_every` s, logging (time, applied_epoch,
-  durable_epoch, the call's seconds).
+  durable_epoch, the call's seconds, the server's own apply_lag_seconds).
 
 Times are `time.monotonic()`, one clock for every process of the machine, so the parent can
 compare them with its own. `run` puts one dict of logs into `results` when it ends.
@@ -57,7 +57,8 @@ class Logs:
     changes: list[tuple[int, float]] = field(default_factory=list)  # epoch, arrived at
     snapshot_epoch: int = 0
     subscribed_votes: dict[int, int] = field(default_factory=dict)  # snapshot + changes folded
-    samples: list[tuple[float, int, int, float]] = field(default_factory=list)  # at, applied, durable, s
+    # at, applied, durable, the call's s, the server's apply lag s
+    samples: list[tuple[float, int, int, float, float]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
 
@@ -144,7 +145,8 @@ def run(config: BusyConfig, stop: Any, ready: Any, results: Any) -> None:
                 stats = db.stats()
                 done = time.monotonic()
                 applied, durable = int(stats["applied_epoch"]), int(stats["durable_epoch"])  # type: ignore[call-overload]
-                logs.samples.append(((sent + done) / 2, applied, durable, done - sent))
+                lag = float(stats["apply_lag_seconds"])  # type: ignore[arg-type]
+                logs.samples.append(((sent + done) / 2, applied, durable, done - sent, lag))
                 due += config.sample_every
                 halt.wait(max(0.0, due - time.monotonic()))
 
