@@ -31,7 +31,9 @@ class Change:
     an insert of the new one in the same item. The snapshot with every later item applied
     in order is the keys' rows at the last item's epoch. (A view that reads the server's
     own state, `pomoview_state` and the other built-in sources, changes between epochs as
-    well, at most once a second: its items may repeat an epoch.)
+    well, at most once a second: its items may repeat an epoch. So may a recursive view's,
+    when a write made its key reach rows the server had not fetched: they follow in an
+    item of their own at that epoch, once fetched.)
     """
 
     epoch: int

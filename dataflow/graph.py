@@ -61,6 +61,8 @@ class Graph(Generic[ReaderName]):
         self._names: dict[int, str] = {}  # id(node) -> its stable id ("n7"), for nodes in the graph
         self._views: dict[ReaderName, str] = {}  # reader -> the view it answers
         self._slices: list[SourceSlice] = []
+        # Gates a step left with pinned keys unsettled, by id (`take_unsettled`).
+        self.unsettled: dict[int, DemandGate] = {}
 
     @property
     def nodes(self) -> list[Node]:
@@ -177,8 +179,17 @@ class Graph(Generic[ReaderName]):
         gates = {id(g): g for piece in slices if piece.grew for g in piece.gates}
         for gate in gates.values():
             assert isinstance(gate, DemandGate)
-            gate.evict_settled()
+            _, pinned = gate.evict_settled()
+            if pinned:
+                self.unsettled[id(gate)] = gate
         return out
+
+    def take_unsettled(self) -> list[DemandGate]:
+        """The gates whose slices steps since the last call left unmet under keys pinned by
+        subscriptions: to settle (`DemandGate.settle_step`) outside the step."""
+        gates = list(self.unsettled.values())
+        self.unsettled.clear()
+        return gates
 
     def step_demand(self, changes: Mapping[str, ZSet[Row]]) -> None:
         """A step of demand sources and slices only (a lookup's demand, a slice's fetched

@@ -18,6 +18,7 @@ from typing import Any
 from pomoview.dataflow.circuit import Circuit
 from pomoview.dataflow.graph import Graph
 from pomoview.dataflow.node import Fetch, FetchRequest, FetchWindow, Filters
+from pomoview.dataflow.operators.demand_gate import DemandGate
 from pomoview.dataflow.operators.reader import Reader
 from pomoview.dataflow.operators.source_window import SourceWindow
 from pomoview.dataflow.state.keyed_state import Key, Row
@@ -189,6 +190,16 @@ class ProgramGraph:
     def step(self, changes: Mapping[str, ZSet[Row]]) -> None:
         self.graph.step(changes)
 
+    def take_unsettled(self) -> list[DemandGate]:
+        """The demand gates the steps since the last call left with keys pinned by
+        subscriptions whose slices lack rows (`Graph.take_unsettled`): the server settles
+        each in the background (`start_settle`)."""
+        return self.graph.take_unsettled()
+
+    def start_settle(self, gate: DemandGate) -> PendingSettle:
+        """`gate`'s fill of what its slices lack, to run in rounds as a lookup is."""
+        return PendingSettle(self, gate)
+
     def short_windows(self) -> ShortWindows:
         """The keys of ordered views whose windows the steps since the last call evicted
         short (a SourceWindow that deletes left fewer than `limit` rows), as (view, key
@@ -251,6 +262,28 @@ class PendingLookup:
         if not result.done:
             return LookupResult(None, result.misses, result.steps)
         return LookupResult(result.answer, [], result.steps)
+
+
+class PendingSettle:
+    """A demand gate's fill for the keys pinned below it (`DemandGate.settle_step`), in
+    rounds like a lookup's; it answers no rows (an empty list), only fills: the rows reach
+    the pinned keys' readers, and their subscriptions, through the dataflow."""
+
+    def __init__(self, graph: ProgramGraph, gate: DemandGate) -> None:
+        self.graph = graph
+        self.rounds = 0
+        self.steps = 0
+        self._walk = Walk(Ask(gate.settle_step, ()))
+
+    def advance(self, fetch: Fetch, fetch_window: FetchWindow | None = None) -> LookupResult:
+        self.rounds += 1
+        graph = self.graph.graph
+        graph.set_fetch(self.graph.demands.fetch(fetch), fetch_window)
+        result = self._walk.advance(graph.token)
+        self.steps += result.steps
+        if not result.done:
+            return LookupResult(None, result.misses, result.steps)
+        return LookupResult([], [], result.steps)
 
 
 def _hold_all(source: str) -> bool:

@@ -22,7 +22,8 @@ Contract:
   During a step (a TopK's refill, `fetches_allowed()` false) every key asked is demanded
   and settled already: a key present below is.
 - A write that makes a slice need keys it has not fetched evicts the keys below and keeps
-  their demand (`evict_settled`): the next lookup fetches what is lacking and reads.
+  their demand (`evict_settled`): the next lookup fetches what is lacking and reads. Keys
+  a subscription pins stay; the server fills for them after the step (`settle_step`).
 - Eviction: the state below evicts its keys on its own; `release` then retracts the demand
   of every key no state below holds and no fill holds (one step deleting them), and the
   slices drop the rows no longer needed, so the states above shrink. The states above are
@@ -82,16 +83,23 @@ class DemandGate(Node):
                 self.demanded.update(new)
                 self.metrics.filled_keys += len(new)
                 self.push(ZSet([(key, 1) for key in new]))
-            while True:
-                unmet = [piece for piece in self.slices if piece.unmet]
-                if not unmet:
-                    break
-                yield from ask_all([Ask(piece.fill_step, ()) for piece in unmet])
+            yield from self.settle_step()
             answer: ZSet[Row] = yield rows(self.inputs[0], cols, keys)
             return answer
         finally:
             self.filling.subtract(asked)
             self.filling = +self.filling  # drops the keys no fill holds any more
+
+    def settle_step(self) -> Upquery[None]:
+        """Fills the slices until nothing they need is unmet, one round per level of newly
+        needed keys. A lookup's upquery runs it before it reads; the server runs it alone
+        after a step that left keys pinned below unsettled (`evict_settled`), so that their
+        subscriptions get the rows the write reached without waiting for a lookup."""
+        while True:
+            unmet = [piece for piece in self.slices if piece.unmet]
+            if not unmet:
+                return
+            yield from ask_all([Ask(piece.fill_step, ()) for piece in unmet])
 
     def covers_step(self, cols: tuple[int, ...], key: Key) -> Upquery[bool]:
         return all_cover([covered(self.inputs[0], cols, key)])
@@ -113,11 +121,11 @@ class DemandGate(Node):
                 piece.trim()
         return len(gone)
 
-    def evict_settled(self) -> int:
+    def evict_settled(self) -> tuple[int, int]:
         """Evicts every key present below (not those a fill holds, which are not present
         yet): what a write does when it makes a slice need keys it has not fetched
         (Graph.step), since those keys' answers would miss rows until fetched. Returns how
-        many keys it evicted.
+        many keys it evicted, and how many it left because a subscription pins them.
 
         Their demand stays: the states above go on maintaining their rows, and the next
         lookup of one finds it demanded, fetches what the slices lack (`upquery`'s fill
@@ -126,14 +134,17 @@ class DemandGate(Node):
         much (bench/recursive_lookup.py: an insert was visible after 2 s at the median and
         210 s at p99). A budget eviction (`release`) retracts them, as no state below
         holds them."""
-        evicted = 0
+        evicted = pinned = 0
         for consumer, _ in self.consumers:
             if isinstance(consumer, KeyedNode):
                 # A key a subscription pins stays (eviction.py never takes one): its answer
-                # waits for the next fill through this gate (a limit written in the issue).
+                # lacks the rows until the next fill through this gate, which the server
+                # runs right after the step (`settle_step`).
                 state = consumer.state
-                evicted += consumer.evict_own([k for k in state.keys() if k not in state.pinned])
-        return evicted
+                keys = list(state.keys())
+                pinned += sum(1 for k in keys if k in state.pinned)
+                evicted += consumer.evict_own([k for k in keys if k not in state.pinned])
+        return evicted, pinned
 
     def check(self) -> None:
         for piece in self.slices:

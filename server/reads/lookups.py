@@ -18,9 +18,17 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TypeVar, cast
 
+from pomoview.dataflow.operators.demand_gate import DemandGate
 from pomoview.dataflow.operators.reader import Reader
 from pomoview.dataflow.state.keyed_state import Key, Row
-from pomoview.planner.compile import CompiledProgram, LookupResult, PendingLookup, ShortWindows
+from pomoview.planner.compile import (
+    CompiledProgram,
+    LookupResult,
+    PendingLookup,
+    PendingSettle,
+    ProgramGraph,
+    ShortWindows,
+)
 from pomoview.planner.frontend.validate import Relation
 from pomoview.server.errors import InvalidArgument, NotFound, Unavailable
 from pomoview.server.metrics.counters import Counters
@@ -40,6 +48,7 @@ OnAnswer = Callable[[tuple[str, ...], list[Key]], None]
 # burst of tiny steps), the locked path answers it.
 HIT_TRIES = 4
 T = TypeVar("T")
+Pending = PendingLookup | PendingSettle  # a walk run in rounds
 E = TypeVar("E")
 
 
@@ -163,10 +172,31 @@ class Lookups:
     ) -> tuple[T, int]:
         """Runs the lookup's walk in rounds until it answers; `read` makes the answer from the
         reader and its rows, under the lock of the answering round."""
+
+        def start(graph: ProgramGraph) -> Pending:
+            return graph.start_lookup(view, key_attrs, key_tuples, whole=whole)
+
+        def answered(graph: ProgramGraph, rows: list[list[Row]]) -> T:
+            answer = read(graph.graph.readers[(view, key_attrs)], rows)
+            if on_answer is not None:
+                on_answer(key_attrs, key_tuples)
+            return answer
+
+        return self._walk_rounds(program, start, answered, trace)
+
+    def _walk_rounds(
+        self,
+        program: CompiledProgram,
+        start: Callable[[ProgramGraph], Pending],
+        answered: Callable[[ProgramGraph, list[list[Row]]], T],
+        trace: LookupTrace | None,
+    ) -> tuple[T, int]:
+        """Runs a walk (`start`'s, on the graph of its first round) in rounds until it is
+        done; `answered` makes the answer under the lock of the last round."""
         state = self._view
         started = time.perf_counter()
         at_hand = AnswersAtHand(state, self._time, self._introspection)
-        pending: PendingLookup | None = None
+        pending: Pending | None = None
         tickets: list[Ticket] = []
         missed = False
         try:
@@ -179,7 +209,7 @@ class Lookups:
                     if pending is None or pending.graph is not graph:
                         # First round, or the graph was rebuilt between rounds: the walk starts
                         # on the new graph (the answers at hand still serve it).
-                        pending = graph.start_lookup(view, key_attrs, key_tuples, whole=whole)
+                        pending = start(graph)
                     result = self._round(pending, at_hand)
                     misses = at_hand.widen(result.misses)
                     if trace is not None:
@@ -187,10 +217,12 @@ class Lookups:
                         trace.steps += result.steps
                         trace.fetches += len(misses)
                     if result.rows is not None:
-                        answer = read(graph.graph.readers[(view, key_attrs)], result.rows)
+                        answer = answered(graph, result.rows)
                         epoch = state.applied_epoch
-                        if on_answer is not None:
-                            on_answer(key_attrs, key_tuples)
+                        # What the walk's fills changed in subscribed keys (a recursive
+                        # view's pinned keys, as its demand grew) goes out now, at the applied
+                        # epoch, not at the next write's.
+                        state.subscriptions.seal(epoch)
                         # After the answer is read (it is not evicted); also after a fill
                         # made in memory (a recursive view's demand: more than the reader's
                         # one step), which adds state without any Spark job.
@@ -207,7 +239,7 @@ class Lookups:
         self._count(missed, started)
         return answer, epoch
 
-    def _round(self, pending: PendingLookup, at_hand: AnswersAtHand) -> LookupResult:
+    def _round(self, pending: Pending, at_hand: AnswersAtHand) -> LookupResult:
         """One round of the walk (caller holds the dataflow lock)."""
         try:
             result = pending.advance(at_hand, at_hand.window)
@@ -282,6 +314,28 @@ class Lookups:
             self._rounds(program, view, key_attrs, keys, lambda _reader, _rows: None, None, None)
         except Exception as err:  # a failed refill changes nothing: a read fills the keys
             log.info("the background refill of %s %s failed: %s", view, keys[:5], err)
+
+    def settle(self, gates: list[DemandGate]) -> None:
+        """Fills, in the background, what `gates`' slices lack under keys that subscriptions
+        pin (a write reached keys the slices never fetched: `DemandGate.evict_settled`), so
+        that the subscriptions get those rows without waiting for the next lookup."""
+        for gate in gates:
+            self._refills.submit(self._settle, gate)
+
+    def _settle(self, gate: DemandGate) -> None:
+        program, first = self._view.program, self._view.graph
+        if program is None or first is None:
+            return
+
+        def start(graph: ProgramGraph) -> Pending:
+            if graph is not first:  # rebuilt: its subscriptions ended with the old one
+                raise Unavailable("the graph was rebuilt; nothing to settle")
+            return graph.start_settle(gate)
+
+        try:
+            self._walk_rounds(program, start, lambda _graph, _rows: None, None)
+        except Exception as err:  # a failed fill changes nothing: the next lookup fills
+            log.info("the background fill of %s failed: %s", gate.describe(), err)
 
     def close(self) -> None:
         self._refills.shutdown(wait=False, cancel_futures=True)

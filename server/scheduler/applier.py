@@ -19,6 +19,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 
+from pomoview.dataflow.operators.demand_gate import DemandGate
 from pomoview.dataflow.state.keyed_state import Row
 from pomoview.dataflow.zset import ZSet
 from pomoview.planner.compile import ShortWindows
@@ -72,13 +73,17 @@ class Applier:
         *,
         max_lag: float = DEFAULT_MAX_APPLY_LAG,
         refill: Callable[[ShortWindows], None] = lambda _: None,
+        settle: Callable[[list[DemandGate]], None] = lambda _: None,
         after_step: Callable[[], None] = lambda: None,
     ) -> None:
         """`refill(windows)`, after a step that left windows of ordered views short: looks
-        them up again, in the background (`Lookups.refill`). `after_step()`, with the
-        dataflow lock held, last thing in each step (`GraphStats.after_step`)."""
+        them up again, in the background (`Lookups.refill`). `settle(gates)`, after a step
+        that left demand gates with subscribed keys lacking rows: fills them, in the
+        background (`Lookups.settle`). `after_step()`, with the dataflow lock held, last
+        thing in each step (`GraphStats.after_step`)."""
         self._view = view
         self._refill = refill
+        self._settle = settle
         self._after_step = after_step
         self._time = time
         self._stopping = stopping
@@ -186,10 +191,13 @@ class Applier:
             view.subscriptions.seal(last)  # never waits: see subscriptions.py
             view.enforce_budget()
             short = view.graph.short_windows() if view.graph is not None else []
+            unsettled = view.graph.take_unsettled() if view.graph is not None else []
             self._after_step()  # last: nothing changes the graph between it and the release
             view.lock.notify_all()
         if short:
             self._refill(short)
+        if unsettled:
+            self._settle(unsettled)
 
     def _step(self, batches: Sequence[LoggedBatch]) -> None:
         view = self._view

@@ -179,7 +179,7 @@ class Scheduler:
         self.lookups = Lookups(view, jobs, self.time_path, self.metrics, counters, self.introspection)
         self.applier = Applier(
             view, self.time_path, self._stopping, max_lag=max_apply_lag, refill=self.lookups.refill,
-            after_step=self.graph_stats.after_step,
+            settle=self.lookups.settle, after_step=self.graph_stats.after_step,
         )
         self.writes = WritePath(
             view, self.wal, self.metrics, self.time_path, self.applier.on_durable, self.applier.wait_for_room

@@ -9,6 +9,7 @@ measured by Describe yet.)"""
 from __future__ import annotations
 
 import random
+import threading
 from pathlib import Path
 
 from .server_process import ServerProcess, wait_for_flush
@@ -161,5 +162,53 @@ def test_the_budget_is_enforced_after_lookups_filled_in_memory(tmp_path: Path) -
             assert stats["memory"]["eviction_rounds"] > 0, stats["memory"]
             detail = str(gate_of(db)["detail"])
             assert "released" in detail and " 0 released" not in detail, detail
+    finally:
+        server.stop()
+
+
+def test_a_subscribed_key_gets_the_rows_a_write_makes_its_slice_fetch(tmp_path: Path) -> None:
+    """A subscription to a recursive view's key, its edges read through a slice: a write that
+    joins the key's closure to a chain the slice never fetched reaches the subscriber whole
+    (the chain's rows too), with no lookup after it; the server fills what the slice lacks
+    right after the step (Lookups.settle). The folded changes equal a Python closure."""
+    program = tmp_path / "reach.pomo"
+    program.write_text(PROGRAM)
+    edges = {(1, 2), (2, 3), (1, 4)} | {(100 + i, 101 + i) for i in range(4)}  # 100..104, unread
+    server = ServerProcess(
+        tmp_path / "data", program=program, extra_args=["--whole-source-rows", "0"]
+    ).start()
+    try:
+        with server.client() as db:
+            epoch = db.write("edge", insert=[{"src": x, "dst": y} for x, y in edges])
+            wait_for_flush(db, epoch)  # the chain is in Parquet: the slice must fetch it
+            folded: set[tuple[int, int]] = set()
+            want = closure(edges | {(3, 100)}, 1)
+            snapshot, reached = threading.Event(), threading.Event()
+            errors: list[BaseException] = []
+            sub = db.subscribe("reach", [{"src": 1}])
+
+            def follow() -> None:
+                try:
+                    for change in sub:
+                        folded.difference_update((r["src"], r["dst"]) for r in change.deletes)
+                        folded.update((r["src"], r["dst"]) for r in change.inserts)
+                        if change.snapshot:
+                            assert folded == closure(edges, 1), folded
+                            snapshot.set()
+                        elif folded == want:
+                            reached.set()
+                except BaseException as err:  # noqa: BLE001 (the test reports it)
+                    errors.append(err)
+                    snapshot.set()
+                    reached.set()
+
+            follower = threading.Thread(target=follow, daemon=True)
+            follower.start()
+            assert snapshot.wait(60) and not errors, errors
+            db.write("edge", insert=[{"src": 3, "dst": 100}])
+            assert reached.wait(60), f"the subscription has {sorted(folded)}, not {sorted(want)}"
+            assert not errors, errors
+            sub.close()
+            follower.join(10)
     finally:
         server.stop()
