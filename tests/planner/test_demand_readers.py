@@ -198,3 +198,38 @@ def test_a_write_that_needs_unfetched_rows_keeps_the_demand_and_the_next_lookup_
     assert gate.metrics.filled_keys == pushed and gate.released == released
     assert not piece.unmet
     partial.graph.graph.check_invariants()
+
+
+def test_a_pinned_key_stays_and_a_settle_fills_what_its_slice_lacks() -> None:
+    """The same write with the key pinned (a subscription's tap): the key stays, with the
+    rows the step derived, and the graph hands its gate over (`take_unsettled`, once); the
+    settle's walk (`ProgramGraph.start_settle`) fetches what the slice lacks, and the
+    reader's rows, changed through the dataflow alone, equal the full engine's answer."""
+    chain = [{"x": i, "y": i + 1} for i in range(6)] + [{"x": 30, "y": 31}, {"x": 31, "y": 32}]
+    partial, full = Engine(TC_LEFT, whole_source_rows=0), Engine(TC_LEFT, partial=False)
+    for engine in (partial, full):
+        engine.write(insert={"edge": chain})
+    assert partial.lookup("reach", {"x": 3}) == full.lookup("reach", {"x": 3})
+    graph = partial.graph
+    (gate,) = gates(partial)
+    reader = graph.graph.readers[next(iter(graph.graph.readers))]
+    captured: list[tuple[tuple[object, ...], int]] = []
+
+    class Tap:
+        def capture(self, changes: list[tuple[tuple[object, ...], int]]) -> None:
+            captured.extend(changes)
+
+    reader.tap([(3,)], Tap())  # type: ignore[list-item]
+    assert graph.take_unsettled() == []
+    for engine in (partial, full):
+        engine.write(insert={"edge": [{"x": 6, "y": 30}]})  # 6 now reaches 30, never fetched
+    assert reader.state.is_present((3,)), "a pinned key is never evicted"
+    assert set(reader.read((3,)) or []) == {(3, 4), (3, 5), (3, 6), (3, 30)}  # lacking 31, 32
+    assert graph.take_unsettled() == [gate] and graph.take_unsettled() == []
+    settle = graph.start_settle(gate)
+    result = settle.advance(partial._fetch)
+    assert result.rows == [] and result.misses == []
+    want = full.lookup("reach", {"x": 3})
+    assert set(reader.read((3,)) or []) == want
+    assert {row for row, weight in captured if weight > 0} == want - {(3, 4), (3, 5), (3, 6)}
+    partial.graph.graph.check_invariants()
