@@ -14,6 +14,7 @@ import argparse
 import copy
 import json
 import os
+import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -487,7 +488,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)  # exits with status 2 on usage errors
     handler: Callable[[argparse.Namespace], int] = args.handler
     try:
-        return handler(args)
+        status = handler(args)
+        sys.stdout.flush()  # here, not at exit: a closed pipe is then caught below
+        return status
+    except BrokenPipeError:
+        # The reader of the output went away (`pomoview stats | head`): the rest is not
+        # wanted. stdout goes to /dev/null so that the interpreter's last flush does not
+        # fail again (Python's documented recipe); the status is a SIGPIPE death's, as a
+        # shell reports it.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
     except UsageError as err:
         parser.print_usage(sys.stderr)
         print(f"pomoview: error: {err}", file=sys.stderr)

@@ -6,6 +6,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import os
+import signal
+import subprocess
 import sys
 import types
 from pathlib import Path
@@ -393,6 +396,28 @@ def test_cli_stats_table(address: str, capsys: pytest.CaptureFixture[str]) -> No
     assert [r.split() for r in rows] == [
         ["n0", "SourceIndex", "article_id", "partial", "10", "31", "4096", "7", "10", "0", "articleWithVotes"]
     ]
+
+
+@pytest.mark.parametrize("buffered", [True, False], ids=["buffered", "unbuffered"])
+def test_cli_output_into_a_closed_pipe_ends_quietly(address: str, buffered: bool) -> None:
+    """`pomoview stats | head -0`: the reader is gone before the first write. The command
+    ends with a SIGPIPE death's status and says nothing (no traceback, no "Exception
+    ignored" from the interpreter's last flush), whether its stdout is block-buffered (a
+    pipe's default: the write happens at the flush) or not (PYTHONUNBUFFERED)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    if not buffered:
+        env["PYTHONUNBUFFERED"] = "1"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pomoview.server.cli", "stats", "--address", address],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # no reader left: the command's first write meets a broken pipe
+    stderr = proc.stderr.read().decode()
+    assert proc.wait(60) == 128 + signal.SIGPIPE, stderr
+    assert stderr == ""
 
 
 def test_cli_address_from_env(
