@@ -473,6 +473,7 @@ class LoadJob:
             "FileNotFoundException",
             "AccessDeniedException",
             "UNABLE_TO_INFER_SCHEMA",
+            "UnsupportedFileSystemException",  # a URI scheme no file system serves
         )
         if any(u in text for u in unreadable):
             return InvalidArgument(f"{path}: cannot be read: {reason}")

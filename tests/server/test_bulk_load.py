@@ -257,6 +257,9 @@ def test_paths_and_formats(spark: Any, tmp_path: Path) -> None:
     not_parquet = tmp_path / "v.parquet"
     not_parquet.write_text("article_id,user_id\n1,2\n")
     assert refused(spark, not_parquet).startswith(f"{not_parquet}: cannot be read: ")
+    # A scheme no file system of Spark's serves is the caller's, not an outage (the fuzz
+    # test found it answered UNAVAILABLE).
+    assert refused(spark, "nosuchfs://x/y.csv").startswith("nosuchfs://x/y.csv: cannot be read: ")
 
 
 def test_a_file_changed_after_validation_is_refused_when_written(spark: Any, tmp_path: Path) -> None:
