@@ -62,6 +62,19 @@ class AnswersAtHand:
             tuples = [t for t in tuples if matches(t, tests)]
         return state.tail.overlay(source, tuples, answer.version, state.applied_epoch, positions, keys, tests)
 
+    def prepare(self, answers: list[Prefetched]) -> None:
+        """Before the round that reads `answers` (new Spark answers), without the dataflow
+        lock: builds the log tail's indexes that advancing them will read, so that the round
+        holds the lock for the overlay only, not for indexing every batch logged while the
+        jobs ran (LogTail.prepare)."""
+        tail, program = self._view.tail, self._view.program
+        for answer in answers:
+            relation = None if program is None else program.relations.get(answer.source)
+            if relation is None or not answer.columns or answer.version < tail.base:
+                continue  # the program was replaced (the round says so), or a whole-source answer
+            positions = [relation.attributes.index(c) for c in answer.columns]
+            tail.prepare(answer.source, positions, answer.version)
+
     def _covering(
         self, source: str, cols: tuple[str, ...], wanted: set[Key], filters: Filters
     ) -> Prefetched | None:

@@ -232,7 +232,9 @@ class Lookups:
                 missed = True
                 round_tickets = self._jobs.submit(misses)
                 tickets.extend(round_tickets)
-                at_hand.answers.extend(self._await_fetches(round_tickets))
+                answers = self._await_fetches(round_tickets)
+                at_hand.prepare(answers)
+                at_hand.answers.extend(answers)
         finally:
             for ticket in tickets:
                 ticket.release()

@@ -8,6 +8,7 @@ tuple, so replaying the operations in epoch order over the snapshot is exact.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Collection, Iterable, Iterator, Sequence
 
 import numpy as np
@@ -61,7 +62,8 @@ class _BatchIndex:
 
 
 class LogTail:
-    """Batches logged after the store's version, oldest first. Not thread-safe: the caller locks.
+    """Batches logged after the store's version, oldest first. Not thread-safe: the caller
+    holds the dataflow lock, except around `prepare`.
 
     `base` is the epoch the tail starts after: a snapshot at version v can be
     advanced with this tail exactly when v >= base.
@@ -73,7 +75,10 @@ class LogTail:
     landed yet (750 batches, 49,000 votes); an index of the whole tail kept up to date at
     every append cost the apply a fifth of its time under a write load (py-spy --gil,
     bench/hits_under_load.py at full scale): a write pays nothing now, a fetch a binary
-    search per batch.
+    search per batch. A lookup builds the indexes its Spark answers need before it takes
+    the dataflow lock (`prepare`): built in its round, under the lock, they were most of a
+    cold miss's hold of it under a write load (py-spy, bench/hits_under_load.py), and the
+    apply waited that long.
     """
 
     def __init__(self, base: int, batches: Iterable[LoggedBatch] = ()) -> None:
@@ -81,6 +86,10 @@ class LogTail:
         self.batches: list[LoggedBatch] = [b for b in batches if b.epoch > base]
         # (epoch, source, positions) -> that batch's index; removed with the batch.
         self._indexes: dict[tuple[int, str, tuple[int, ...]], _BatchIndex] = {}
+        # Guards `_indexes` and `base` against `prepare`, which runs without the dataflow
+        # lock. Invariant: no index is held for a batch at or below `base` once `trim_through`
+        # returned (prepare checks `base` under this lock before it adds one).
+        self._index_lock = threading.Lock()
 
     def append(self, batch: LoggedBatch) -> None:
         assert not self.batches or batch.epoch > self.batches[-1].epoch
@@ -96,9 +105,30 @@ class LogTail:
         kept = [b for b in self.batches if b.epoch > epoch]
         trimmed: list[object] = list(self.batches[: len(self.batches) - len(kept)])
         self.batches = kept
-        self.base = max(self.base, epoch)
-        dropped: list[object] = [self._indexes.pop(k) for k in [k for k in self._indexes if k[0] <= epoch]]
+        with self._index_lock:
+            self.base = max(self.base, epoch)
+            going = [k for k in self._indexes if k[0] <= epoch]
+            dropped: list[object] = [self._indexes.pop(k) for k in going]
         return [trimmed, dropped]
+
+    def prepare(self, source: str, positions: Sequence[int], after: int) -> int:
+        """Builds the indexes that `key_operations(source, positions, ..., after, ...)` will
+        read, for the batches the tail holds now; the only method called without the
+        dataflow lock. Returns how many it built. Batches appended later are indexed by
+        the fetch itself, under the lock, as before."""
+        at_positions = tuple(positions)
+        built = 0
+        for batch in list(self.batches):  # a copy: the apply appends, the flusher trims
+            at = (batch.epoch, source, at_positions)
+            change = batch.changes.get(source)
+            if batch.epoch <= after or change is None or at in self._indexes:
+                continue
+            index = _BatchIndex(change, at_positions)
+            with self._index_lock:
+                if batch.epoch > self.base:  # else trimmed meanwhile: it would never be dropped
+                    self._indexes.setdefault(at, index)
+                    built += 1
+        return built
 
     def indexes(self) -> int:
         """How many batch indexes are held (each dropped with its batch)."""
@@ -111,7 +141,9 @@ class LogTail:
         at = (batch.epoch, source, positions)
         index = self._indexes.get(at)
         if index is None:
-            index = self._indexes[at] = _BatchIndex(change, positions)
+            built = _BatchIndex(change, positions)
+            with self._index_lock:
+                index = self._indexes.setdefault(at, built)
         return index
 
     def key_operations(

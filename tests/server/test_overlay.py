@@ -6,11 +6,13 @@ and the tail trimmed between fetches."""
 from __future__ import annotations
 
 import random
+import threading
 from collections.abc import Callable
 
 import pytest
 
 from pomoview.server.types import LoggedBatch, SourceChange, Tuple_
+from pomoview.server.views import log_tail
 from pomoview.server.views.log_tail import LogTail, free_in_slices
 
 
@@ -74,7 +76,13 @@ def test_keyed_overlay_equals_a_scan_of_the_tail(kind: str) -> None:
             snapshot = {_tuple(rng, conv) for _ in range(10)}
             chosen = {t for t in snapshot if tuple(t[i] for i in positions) in keys
                       and all(t[i] == v for i, v in filters)}
+            prepared = rng.random() < 0.5
+            if prepared:  # a lookup's, before its round: the overlay then indexes nothing
+                tail.prepare("vote", positions, after)
+                held = tail.indexes()
             got = tail.overlay("vote", chosen, after, epoch, positions, keys, filters)
+            if prepared:
+                assert tail.indexes() == held, "the overlay indexed a batch prepare had indexed"
             expected = _scan(logged, "vote", chosen, after, epoch, positions, keys, filters)
             assert got == expected, (epoch, positions, keys, filters)
 
@@ -91,3 +99,33 @@ def test_a_trim_hands_back_what_it_dropped_and_it_is_freed_in_slices() -> None:
     free_in_slices(garbage)
     assert garbage == [] and trimmed == [] and dropped == []
     assert set(tail.overlay("vote", [], 8, 10, (0,), [(9,)])) == {(9, 1), (9, 2)}
+
+
+def test_prepare_racing_a_trim_keeps_no_index_of_a_trimmed_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`prepare` runs without the dataflow lock: a flush may trim the batch it is indexing.
+    A gate holds prepare inside the index of batch 1 while the tail is trimmed through 2;
+    the index it then finishes is not kept (nothing would ever drop it), batch 3's is."""
+    batches = [LoggedBatch(e, {"vote": SourceChange(((e, 1), (e, 2)), ())}) for e in range(1, 4)]
+    tail = LogTail(0, batches)
+    inside, release = threading.Event(), threading.Event()
+    real = log_tail._BatchIndex
+
+    class Gated(real):  # type: ignore[misc, valid-type]
+        def __init__(self, change: SourceChange, positions: tuple[int, ...]) -> None:
+            if change.inserts[0][0] == 1:
+                inside.set()
+                assert release.wait(10)
+            super().__init__(change, positions)
+
+    monkeypatch.setattr(log_tail, "_BatchIndex", Gated)
+    built: list[int] = []
+    worker = threading.Thread(target=lambda: built.append(tail.prepare("vote", (0,), 0)))
+    worker.start()
+    assert inside.wait(10)
+    tail.trim_through(2)
+    release.set()
+    worker.join(10)
+    assert built == [1]  # batch 3 only (batch 2 was trimmed before prepare reached it)
+    assert tail.indexes() == 1
+    assert set(tail.overlay("vote", [], 2, 3, (0,), [(3,)])) == {(3, 1), (3, 2)}
+    assert tail.indexes() == 1  # the overlay found batch 3's index ready
