@@ -56,6 +56,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import (
@@ -76,6 +77,7 @@ log = logging.getLogger("pomoview.metrics")
 
 # Upqueries and Spark jobs take from a few milliseconds (a warm session, one key) to many
 # seconds (a cold JVM, a large fetch).
+HOLD_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 # An fsync is tens of microseconds on a write-back cache and tens of milliseconds on a disk.
 FSYNC_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
@@ -186,6 +188,16 @@ class Metrics:
             "pomoview_compaction_seconds", "Compactions of one source of the store.",
             buckets=SPARK_WRITE_BUCKETS, registry=r,
         )
+        self.lock_hold_seconds = Histogram(
+            "pomoview_dataflow_lock_hold_seconds",
+            "Holds of the dataflow lock, by the holding thread: dataflow (the apply's steps), grpc "
+            "(lookups' rounds), flusher, window (background refills and settles), and others. The "
+            "apply waits behind every other holder.",
+            ["holder"],
+            buckets=HOLD_BUCKETS,
+            registry=r,
+        )
+        self._holders: dict[str, Any] = {}  # lock_hold_seconds' child per holder
         self.subscription_overflows = Counter(
             "pomoview_subscription_overflows",
             "Subscriptions ended because their subscriber fell behind by more than the buffer.",
@@ -195,6 +207,13 @@ class Metrics:
         ProcessCollector(registry=r)
         self._http: WSGIServer | None = None
         self._http_thread: threading.Thread | None = None
+
+    def lock_held(self, holder: str, seconds: float) -> None:
+        """One hold of the dataflow lock (ViewState.on_hold): called with it held, so cheap."""
+        child = self._holders.get(holder)
+        if child is None:
+            child = self._holders[holder] = self.lock_hold_seconds.labels(holder)
+        child.observe(seconds)
 
     def watch(self, stats: Callable[[], Stats], views: Callable[[], Iterable[str]]) -> None:
         """Adds the gauges read at scrape time from `stats()` (see `StateCollector`)."""

@@ -160,6 +160,7 @@ class Scheduler:
         # Comparison runs: `full_state` (no partial state), `binary_joins` (no WcojJoin).
         view = self._recover(subscriptions, memory, full_state, binary_joins, whole_source_rows)
         self.view_state = view
+        view.on_hold(self.metrics.lock_held)
         self.time_path = TimePath(view, self.store, self.data_dir)
         self.time_path.recover()
         batches = len(view.tail.batches)

@@ -43,6 +43,18 @@ class LockCount:
     count: int = 0
 
 
+_HOLDERS: dict[str, str] = {}
+
+
+def holder_of(thread_name: str) -> str:
+    """A thread's name without the number a pool or Python gives it: "grpc_3" and
+    "upquery_0" are "grpc" and "upquery", "Thread-7 (run)" is "Thread" (a few labels)."""
+    holder = _HOLDERS.get(thread_name)
+    if holder is None:
+        holder = _HOLDERS[thread_name] = thread_name.split("_")[0].split("-")[0].split(" ")[0] or "other"
+    return holder
+
+
 class CountingLock:
     """A mutex that counts the current thread's acquisitions while `counting` is open (the
     probe of how often one lookup takes the dataflow lock). Outside a count it costs one
@@ -57,20 +69,27 @@ class CountingLock:
         # Releases so far (a Condition's `wait` included), counted under the lock: a reading
         # taken under it holds as long as no other hold has ended since (graph_stats.py).
         self.releases = 0
+        # Told each hold's length, with the lock held, at its release: (holder, seconds),
+        # the holder the thread's name without its number (the server's metrics).
+        self.on_hold: Callable[[str, float], None] | None = None
+        self._since = 0.0
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
         got = self._lock.acquire(blocking, timeout)
         if got:
+            self._since = time.perf_counter()
             counter: LockCount | None = getattr(self._local, "counter", None)
             if counter is not None:
                 counter.count += 1
         return got
 
     def release(self) -> None:
-        hook = self.before_release
+        hook, on_hold = self.before_release, self.on_hold
         try:
             if hook is not None:
                 hook()
+            if on_hold is not None:
+                on_hold(holder_of(threading.current_thread().name), time.perf_counter() - self._since)
         finally:
             self.releases += 1
             self._lock.release()
@@ -190,6 +209,10 @@ class ViewState:
         the lock is seen by the hook before any other thread can see it (the hit replica's
         feed, server/replica/feed.py)."""
         self._mutex.before_release = hook
+
+    def on_hold(self, hook: Callable[[str, float], None] | None) -> None:
+        """Tells `hook(holder, seconds)` each hold of `lock` at its end (see CountingLock)."""
+        self._mutex.on_hold = hook
 
     def lock_releases(self) -> int:
         """How many times `lock` was released so far (read without it: one int)."""

@@ -39,6 +39,26 @@ def scheduler(tmp_path: Path, spark: Any) -> Iterator[Scheduler]:
         s.stop()
 
 
+def gate_reader(s: Scheduler, *, after_change: bool = True) -> tuple[threading.Event, threading.Event]:
+    """Holds every later step inside the vote view's reader until `gate` is set, `entered`
+    set once a step is there: after the reader changed its groups (the step not published
+    yet) when `after_change`, else before it changes them."""
+    graph = s.graph
+    assert graph is not None
+    reader = graph.graph.readers[(VIEW, ("id",))]
+    entered, gate = threading.Event(), threading.Event()
+    real = reader.on_delta
+
+    def gated(port: int, delta: Any) -> Any:
+        out = real(port, delta) if after_change else None
+        entered.set()
+        assert gate.wait(60)
+        return out if after_change else real(port, delta)
+
+    reader.on_delta = gated  # type: ignore[method-assign]
+    return entered, gate
+
+
 def test_hits_answer_the_published_epoch_while_a_step_is_held_half_done(scheduler: Scheduler) -> None:
     """A gate inside the apply, after the reader changed its groups and before the step is
     published: hits (which take no lock: the apply holds it) answer the previous epoch, and
@@ -49,19 +69,7 @@ def test_hits_answer_the_published_epoch_while_a_step_is_held_half_done(schedule
     first = s.write([("article", [row(id=1, title="a"), row(id=2, title="b")], []),
                      ("vote", [row(article_id=1, user_id=7), row(article_id=1, user_id=8)], [])])
     s.lookup(VIEW, [row(id=1), row(id=2)], min_epoch=first)
-    graph = s.graph
-    assert graph is not None
-    reader = graph.graph.readers[(VIEW, ("id",))]
-    entered, gate = threading.Event(), threading.Event()
-    real = reader.on_delta
-
-    def gated(port: int, delta: Any) -> Any:
-        out = real(port, delta)  # the groups changed, the step not published
-        entered.set()
-        assert gate.wait(60)
-        return out
-
-    reader.on_delta = gated  # type: ignore[method-assign]
+    entered, gate = gate_reader(s)  # the groups changed, the step not published
     second: list[int] = []
     writer = threading.Thread(
         target=lambda: second.append(s.write([("vote", [row(article_id=1, user_id=9)], [])]))
@@ -92,18 +100,7 @@ def test_a_backlog_is_applied_in_few_steps(scheduler: Scheduler) -> None:
     s.install(VOTES)
     first = s.write([("article", [row(id=1, title="a")], [])])
     s.lookup(VIEW, [row(id=1)], min_epoch=first)
-    graph = s.graph
-    assert graph is not None
-    reader = graph.graph.readers[(VIEW, ("id",))]
-    entered, gate = threading.Event(), threading.Event()
-    real = reader.on_delta
-
-    def gated(port: int, delta: Any) -> Any:
-        entered.set()
-        assert gate.wait(60)
-        return real(port, delta)
-
-    reader.on_delta = gated  # type: ignore[method-assign]
+    entered, gate = gate_reader(s, after_change=False)
     held = threading.Thread(target=lambda: s.write([("vote", [row(article_id=1, user_id=0)], [])]))
     held.start()
     try:
@@ -208,17 +205,6 @@ def test_stats_answers_at_once_while_a_step_holds_the_dataflow(scheduler: Schedu
     first = s.write([("article", [row(id=i, title=str(i)) for i in (1, 2, 3)], []),
                      ("vote", [row(article_id=1, user_id=7)], [])])
     s.lookup(VIEW, [row(id=1), row(id=2)], min_epoch=first)
-    graph = s.graph
-    assert graph is not None
-    reader = graph.graph.readers[(VIEW, ("id",))]
-    entered, gate = threading.Event(), threading.Event()
-    real = reader.on_delta
-
-    def gated(port: int, delta: Any) -> Any:
-        out = real(port, delta)
-        entered.set()
-        assert gate.wait(60)
-        return out
 
     def present(stats: Any) -> int:
         [info] = [r for r in stats.readers if r.view == VIEW]
@@ -226,7 +212,7 @@ def test_stats_answers_at_once_while_a_step_holds_the_dataflow(scheduler: Schedu
 
     before = s.stats()  # the lock is free: a reading now
     assert (before.states_epoch, present(before)) == (first, 2)
-    reader.on_delta = gated  # type: ignore[method-assign]
+    entered, gate = gate_reader(s)
 
     def held_write(user: int) -> tuple[threading.Thread, list[int]]:
         entered.clear()
@@ -263,3 +249,32 @@ def test_stats_answers_at_once_while_a_step_holds_the_dataflow(scheduler: Schedu
     caller.join(60)
     [after] = late
     assert after.states_epoch == third and present(after) == 3
+
+
+def test_the_dataflow_lock_holds_are_measured_by_holder(scheduler: Scheduler) -> None:
+    """`pomoview_dataflow_lock_hold_seconds` (server/metrics/metrics.py): a step held by a
+    gate counts under "dataflow" for at least as long as the test saw it held; a lookup's
+    rounds count under the looking-up thread's name without its number."""
+    s = scheduler
+    s.install(VOTES)
+    first = s.write([("article", [row(id=1, title="a")], [])])
+    in_thread(lambda: s.lookup(VIEW, [row(id=1)], min_epoch=first))
+    registry = s.metrics.registry
+
+    def held(holder: str, what: str) -> float:
+        value = registry.get_sample_value(f"pomoview_dataflow_lock_hold_seconds_{what}", {"holder": holder})
+        return 0.0 if value is None else value
+
+    assert held("Thread", "count") >= 1  # in_thread's "Thread-N (<lambda>)"
+    entered, gate = gate_reader(s)
+    before = held("dataflow", "sum")
+    writer = threading.Thread(target=lambda: s.write([("vote", [row(article_id=1, user_id=1)], [])]))
+    writer.start()
+    assert entered.wait(60)
+    seen = time.perf_counter()
+    assert s.hits(VIEW, [row(id=1)], None, encode) is not None  # the step is still held
+    shown = time.perf_counter() - seen
+    gate.set()
+    writer.join(60)
+    in_thread(lambda: s.lookup(VIEW, [row(id=1)], min_epoch=first + 1))  # the step has ended
+    assert held("dataflow", "sum") - before >= shown
