@@ -62,7 +62,7 @@ class Graph(Generic[ReaderName]):
         self._views: dict[ReaderName, str] = {}  # reader -> the view it answers
         self._slices: list[SourceSlice] = []
         # Gates a step left with pinned keys unsettled, by id (`take_unsettled`).
-        self.unsettled: dict[int, DemandGate] = {}
+        self._unsettled: dict[int, DemandGate] = {}
 
     @property
     def nodes(self) -> list[Node]:
@@ -181,14 +181,14 @@ class Graph(Generic[ReaderName]):
             assert isinstance(gate, DemandGate)
             _, pinned = gate.evict_settled()
             if pinned:
-                self.unsettled[id(gate)] = gate
+                self._unsettled[id(gate)] = gate
         return out
 
     def take_unsettled(self) -> list[DemandGate]:
         """The gates whose slices steps since the last call left unmet under keys pinned by
         subscriptions: to settle (`DemandGate.settle_step`) outside the step."""
-        gates = list(self.unsettled.values())
-        self.unsettled.clear()
+        gates = list(self._unsettled.values())
+        self._unsettled.clear()
         return gates
 
     def step_demand(self, changes: Mapping[str, ZSet[Row]]) -> None:

@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import random
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+from pomoview.client import Client
 
 from .server_process import ServerProcess, wait_for_flush
 
@@ -37,6 +41,23 @@ def gate_of(db: object) -> dict[str, object]:
     nodes = db.describe("reach")["nodes"]  # type: ignore[attr-defined]
     (gate,) = [n for n in nodes if n["operator"] == "DemandGate"]
     return gate
+
+
+@contextmanager
+def sliced(tmp_path: Path, edges: set[tuple[int, int]]) -> Iterator[tuple[Client, int]]:
+    """A server whose edges are read through a slice (`--whole-source-rows 0`), holding
+    `edges` in Parquet (flushed, so a lookup must fetch them): its client and their epoch."""
+    program = tmp_path / "reach.pomo"
+    program.write_text(PROGRAM)
+    server = ServerProcess(tmp_path / "data", program=program, extra_args=["--whole-source-rows", "0"])
+    server.start()
+    try:
+        with server.client() as db:
+            epoch = db.write("edge", insert=[{"src": x, "dst": y} for x, y in edges])
+            wait_for_flush(db, epoch)
+            yield db, epoch
+    finally:
+        server.stop()
 
 
 def test_a_recursive_view_by_key_demands_the_looked_up_keys(tmp_path: Path) -> None:
@@ -105,41 +126,31 @@ def test_sources_inside_the_recursion_are_fetched_by_demand_one_job_per_level(tm
     costs one keyed Spark job per level of its depth (not one per node, nor a scan of the
     whole source), the slice holds the closure's edges only, and a write that reaches nodes
     never fetched still gives exact answers."""
-    program = tmp_path / "reach.pomo"
-    program.write_text(PROGRAM)
     tree = {(p, c) for p in range(1, 32) for c in (2 * p, 2 * p + 1)}  # depth 5 below 1
     others = {(100 + i, 101 + i) for i in range(50)}  # a chain no lookup below reaches
     edges = tree | others
-    server = ServerProcess(
-        tmp_path / "data", program=program, extra_args=["--whole-source-rows", "0"]
-    ).start()
-    try:
-        with server.client() as db:
-            epoch = db.write("edge", insert=[{"src": x, "dst": y} for x, y in edges])
-            wait_for_flush(db, epoch)  # counted by the store: 162 rows, more than 0
-            before = db.stats()["spark_jobs"]
-            rows = db.lookup("reach", {"src": 1}, min_epoch=epoch)
-            jobs = db.stats()["spark_jobs"] - before
-            assert {(r["src"], r["dst"]) for r in rows} == closure(edges, 1)
-            assert 6 <= jobs <= 7, jobs  # levels 1, 2-3, ..., 32-63 (the leaves have no edges)
-            nodes = db.describe("reach")["nodes"]
-            (piece,) = [n for n in nodes if n["operator"] == "SourceSlice"]
-            assert "63 fetched" in str(piece["detail"]) and piece["rows"] == 62, piece
-            assert "reads edge by slice" in str(gate_of(db)["detail"])
-            # Warm, and a key inside the fetched closure: no job.
-            before = db.stats()["spark_jobs"]
-            for key in (1, 4):
-                rows = db.lookup("reach", {"src": key})
-                assert {(r["src"], r["dst"]) for r in rows} == closure(edges, key)
-            assert db.stats()["spark_jobs"] == before
-            # A leaf of 1's closure now reaches the chain, whose edges were never fetched.
-            epoch = db.write("edge", insert=[{"src": 40, "dst": 120}])
-            edges |= {(40, 120)}
-            for key in (1, 4, 120):
-                rows = db.lookup("reach", {"src": key}, min_epoch=epoch)
-                assert {(r["src"], r["dst"]) for r in rows} == closure(edges, key), key
-    finally:
-        server.stop()
+    with sliced(tmp_path, edges) as (db, epoch):  # counted by the store: 162 rows, more than 0
+        before = db.stats()["spark_jobs"]
+        rows = db.lookup("reach", {"src": 1}, min_epoch=epoch)
+        jobs = db.stats()["spark_jobs"] - before
+        assert {(r["src"], r["dst"]) for r in rows} == closure(edges, 1)
+        assert 6 <= jobs <= 7, jobs  # levels 1, 2-3, ..., 32-63 (the leaves have no edges)
+        nodes = db.describe("reach")["nodes"]
+        (piece,) = [n for n in nodes if n["operator"] == "SourceSlice"]
+        assert "63 fetched" in str(piece["detail"]) and piece["rows"] == 62, piece
+        assert "reads edge by slice" in str(gate_of(db)["detail"])
+        # Warm, and a key inside the fetched closure: no job.
+        before = db.stats()["spark_jobs"]
+        for key in (1, 4):
+            rows = db.lookup("reach", {"src": key})
+            assert {(r["src"], r["dst"]) for r in rows} == closure(edges, key)
+        assert db.stats()["spark_jobs"] == before
+        # A leaf of 1's closure now reaches the chain, whose edges were never fetched.
+        epoch = db.write("edge", insert=[{"src": 40, "dst": 120}])
+        edges |= {(40, 120)}
+        for key in (1, 4, 120):
+            rows = db.lookup("reach", {"src": key}, min_epoch=epoch)
+            assert {(r["src"], r["dst"]) for r in rows} == closure(edges, key), key
 
 
 def test_the_budget_is_enforced_after_lookups_filled_in_memory(tmp_path: Path) -> None:
@@ -171,44 +182,34 @@ def test_a_subscribed_key_gets_the_rows_a_write_makes_its_slice_fetch(tmp_path: 
     joins the key's closure to a chain the slice never fetched reaches the subscriber whole
     (the chain's rows too), with no lookup after it; the server fills what the slice lacks
     right after the step (Lookups.settle). The folded changes equal a Python closure."""
-    program = tmp_path / "reach.pomo"
-    program.write_text(PROGRAM)
     edges = {(1, 2), (2, 3), (1, 4)} | {(100 + i, 101 + i) for i in range(4)}  # 100..104, unread
-    server = ServerProcess(
-        tmp_path / "data", program=program, extra_args=["--whole-source-rows", "0"]
-    ).start()
-    try:
-        with server.client() as db:
-            epoch = db.write("edge", insert=[{"src": x, "dst": y} for x, y in edges])
-            wait_for_flush(db, epoch)  # the chain is in Parquet: the slice must fetch it
-            folded: set[tuple[int, int]] = set()
-            want = closure(edges | {(3, 100)}, 1)
-            snapshot, reached = threading.Event(), threading.Event()
-            errors: list[BaseException] = []
-            sub = db.subscribe("reach", [{"src": 1}])
+    with sliced(tmp_path, edges) as (db, _):  # the chain is in Parquet: the slice must fetch it
+        folded: set[tuple[int, int]] = set()
+        want = closure(edges | {(3, 100)}, 1)
+        snapshot, reached = threading.Event(), threading.Event()
+        errors: list[BaseException] = []
+        sub = db.subscribe("reach", [{"src": 1}])
 
-            def follow() -> None:
-                try:
-                    for change in sub:
-                        folded.difference_update((r["src"], r["dst"]) for r in change.deletes)
-                        folded.update((r["src"], r["dst"]) for r in change.inserts)
-                        if change.snapshot:
-                            assert folded == closure(edges, 1), folded
-                            snapshot.set()
-                        elif folded == want:
-                            reached.set()
-                except BaseException as err:  # noqa: BLE001 (the test reports it)
-                    errors.append(err)
-                    snapshot.set()
-                    reached.set()
+        def follow() -> None:
+            try:
+                for change in sub:
+                    folded.difference_update((r["src"], r["dst"]) for r in change.deletes)
+                    folded.update((r["src"], r["dst"]) for r in change.inserts)
+                    if change.snapshot:
+                        assert folded == closure(edges, 1), folded
+                        snapshot.set()
+                    elif folded == want:
+                        reached.set()
+            except BaseException as err:  # noqa: BLE001 (the test reports it)
+                errors.append(err)
+                snapshot.set()
+                reached.set()
 
-            follower = threading.Thread(target=follow, daemon=True)
-            follower.start()
-            assert snapshot.wait(60) and not errors, errors
-            db.write("edge", insert=[{"src": 3, "dst": 100}])
-            assert reached.wait(60), f"the subscription has {sorted(folded)}, not {sorted(want)}"
-            assert not errors, errors
-            sub.close()
-            follower.join(10)
-    finally:
-        server.stop()
+        follower = threading.Thread(target=follow, daemon=True)
+        follower.start()
+        assert snapshot.wait(60) and not errors, errors
+        db.write("edge", insert=[{"src": 3, "dst": 100}])
+        assert reached.wait(60), f"the subscription has {sorted(folded)}, not {sorted(want)}"
+        assert not errors, errors
+        sub.close()
+        follower.join(10)
