@@ -27,6 +27,7 @@ from pomoview.server.limits.requests import Limits
 from pomoview.server.metrics.metrics import Metrics
 from pomoview.server.replica.feed import ReplicaFeed
 from pomoview.server.scheduler.applier import DEFAULT_MAX_APPLY_LAG
+from pomoview.server.scheduler.gc_policy import GcPauses, freeze_at_start
 from pomoview.server.scheduler.scheduler import Scheduler
 from pomoview.server.spark.conf import SparkConf, driver_address_defaults
 from pomoview.server.spark.deadline import DEFAULT_READ_TIMEOUT, DEFAULT_WRITE_TIMEOUT, SparkTimeouts
@@ -194,10 +195,14 @@ def serve(
     health_servicer = _start_serving(server, scheduler, watch, spark, metrics, feed)
     if front is not None:
         front.serve()
+    pauses = GcPauses(metrics.gc_paused)
+    pauses.start()
+    freeze_at_start()  # last before ready: see gc_policy.py
     print(f"pomoview listening on {host}:{bound}", flush=True)
     _trace_memory(int(os.environ.get("POMOVIEW_TRACEMALLOC") or 0))
     wait_for_stop(done)
     watch.stop()
+    pauses.stop()
     _shut_down(server, health_servicer, spark, scheduler, front)
     if front is not None and front.lost.is_set():
         log.error("stopped: the hit replica went away")

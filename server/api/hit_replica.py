@@ -43,6 +43,7 @@ from pomoview.server.api.security import ServerSecurity
 from pomoview.server.errors import ServiceError
 from pomoview.server.limits.requests import Limits
 from pomoview.server.replica.table import ReplicaTable
+from pomoview.server.scheduler.gc_policy import freeze_at_start
 from pomoview.server.typed_rows import typed_keys
 
 log = logging.getLogger("pomoview.replica")
@@ -297,6 +298,7 @@ def run(conn: Connection) -> None:
             item = conn.recv()
             if item == "start":
                 server.start()
+                freeze_at_start()  # see scheduler/gc_policy.py: a hit stops for every full collection
                 threading.Thread(
                     target=_report_reads, args=(table, conn, send_lock, stop), daemon=True
                 ).start()

@@ -198,6 +198,15 @@ class Metrics:
             registry=r,
         )
         self._holders: dict[str, Any] = {}  # lock_hold_seconds' child per holder
+        self.gc_pause_seconds = Histogram(
+            "pomoview_gc_pause_seconds",
+            "Garbage collections of the server's process, by generation: every thread stops "
+            "for each (a full collection is generation 2).",
+            ["generation"],
+            buckets=HOLD_BUCKETS,
+            registry=r,
+        )
+        self._generations = [self.gc_pause_seconds.labels(str(g)) for g in range(3)]
         self.subscription_overflows = Counter(
             "pomoview_subscription_overflows",
             "Subscriptions ended because their subscriber fell behind by more than the buffer.",
@@ -214,6 +223,10 @@ class Metrics:
         if child is None:
             child = self._holders[holder] = self.lock_hold_seconds.labels(holder)
         child.observe(seconds)
+
+    def gc_paused(self, generation: int, seconds: float) -> None:
+        """One garbage collection's pause (scheduler/gc_policy.py's GcPauses)."""
+        self._generations[generation].observe(seconds)
 
     def watch(self, stats: Callable[[], Stats], views: Callable[[], Iterable[str]]) -> None:
         """Adds the gauges read at scrape time from `stats()` (see `StateCollector`)."""

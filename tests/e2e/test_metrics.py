@@ -3,6 +3,7 @@ would, while writes, cold and warm lookups and flushes go through it."""
 
 from __future__ import annotations
 
+import re
 import socket
 import subprocess
 import sys
@@ -172,6 +173,11 @@ def test_writes_lookups_and_flushes_move_their_metrics(served: Served) -> None:
     assert moved(after_cold, "pomoview_spark_job_seconds_count") >= 1
     assert after_cold["pomoview_applied_epoch"] >= epoch
 
+    # Its rounds held the dataflow lock on a gRPC thread; the writes' steps on the apply's.
+    grpc_holds = 'pomoview_dataflow_lock_hold_seconds_count{holder="grpc"}'  # a child from its first hold
+    assert after_cold[grpc_holds] - before.get(grpc_holds, 0) >= 2
+    assert after_cold['pomoview_dataflow_lock_hold_seconds_count{holder="dataflow"}'] >= 1
+
     # The same lookup again is a hit: no upquery, no Spark job.
     assert moved(after_warm, "pomoview_lookups_total", after_cold) == 1
     assert moved(after_warm, "pomoview_lookup_hits_total", after_cold) == 1
@@ -191,3 +197,15 @@ def test_writes_lookups_and_flushes_move_their_metrics(served: Served) -> None:
     assert flushed["pomoview_flushed_epoch"] >= epoch
     assert moved(flushed, "pomoview_flush_seconds_count") >= 1
     assert flushed["pomoview_flush_seconds_sum"] > 0
+
+
+def test_the_objects_alive_at_start_are_frozen_and_collections_timed(served: Served) -> None:
+    """scheduler/gc_policy.py: the server froze what was alive when it became ready (a full
+    collection first, which the pause histogram counts), and times each collection since."""
+    log = served.server.log_path.read_text()
+    match = re.search(r"garbage collector: (\d+) objects alive at start frozen", log)
+    assert match is not None and int(match[1]) > 10_000, log[-2000:]
+    samples = served.scrape()
+    assert samples['pomoview_gc_pause_seconds_count{generation="2"}'] >= 1
+    assert samples['pomoview_gc_pause_seconds_sum{generation="2"}'] > 0
+    assert 'pomoview_gc_pause_seconds_count{generation="0"}' in samples

@@ -1,0 +1,56 @@
+"""server/scheduler/gc_policy.py: GcPauses reports each collection's generation and pause
+while started, and nothing once stopped; freeze_at_start moves what is alive into the
+permanent generation, which collections no longer walk, and makes full collections rarer."""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from pomoview.server.scheduler.gc_policy import FULL_COLLECTION_EVERY, GcPauses, freeze_at_start
+
+
+@pytest.fixture
+def unfrozen() -> Iterator[None]:
+    """The test process's objects back into the collected generations afterwards, and its
+    thresholds as they were."""
+    thresholds = gc.get_threshold()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*thresholds)
+
+
+def test_each_collection_is_reported_with_its_generation_and_pause() -> None:
+    seen: list[tuple[int, float]] = []
+    pauses = GcPauses(lambda generation, seconds: seen.append((generation, seconds)))
+    pauses.start()
+    pauses.start()  # twice: still one callback
+    try:
+        for generation in (0, 1, 2):
+            started = time.perf_counter()
+            gc.collect(generation)
+            took = time.perf_counter() - started
+            assert seen[-1][0] == generation
+            assert 0 < seen[-1][1] <= took
+        assert len(seen) == 3
+    finally:
+        pauses.stop()
+    gc.collect()
+    assert len(seen) == 3, "a stopped GcPauses reported a collection"
+
+
+def test_what_is_alive_at_start_is_frozen_and_no_longer_walked(unfrozen: None) -> None:
+    kept = [[i] for i in range(1000)]  # tracked containers, alive at "start"
+    assert gc.is_tracked(kept[0])
+    frozen = freeze_at_start()
+    assert frozen == gc.get_freeze_count() and frozen >= len(kept)
+    assert gc.get_threshold()[2] == FULL_COLLECTION_EVERY
+    walked = {id(o) for o in gc.get_objects()}  # generations 0-2, not the permanent one
+    assert id(kept) not in walked and id(kept[0]) not in walked
+    later = [0]
+    assert id(later) in {id(o) for o in gc.get_objects()}
