@@ -122,7 +122,7 @@ SERVE: tuple[Argument, ...] = (
     arg(
         "--max-apply-lag",
         type=float,
-        default=0.25,
+        default=0.1,  # applier.DEFAULT_MAX_APPLY_LAG (test_config checks they agree)
         metavar="SECONDS",
         help="the most the views may fall behind the acknowledged writes: past it a write waits "
         "before it is acknowledged (backpressure), and is refused after 30 s of waiting "

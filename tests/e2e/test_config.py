@@ -208,3 +208,11 @@ def test_the_store_location_comes_from_the_environment_or_a_flag(tmp_path: Path)
     done = _serve(data, env={})
     assert done.returncode == 2
     assert f"was last used with the store {env_store}" in done.stderr, done.stderr
+
+
+def test_serve_defaults_to_the_servers_own_apply_lag_bound() -> None:
+    """The command line names the bound's default for `--help` without importing the
+    scheduler (a client command stays light); it must be the applier's."""
+    from pomoview.server.scheduler.applier import DEFAULT_MAX_APPLY_LAG
+
+    assert build_parser().parse_args(["serve"]).max_apply_lag == DEFAULT_MAX_APPLY_LAG
