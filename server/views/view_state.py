@@ -43,16 +43,10 @@ class LockCount:
     count: int = 0
 
 
-_HOLDERS: dict[str, str] = {}
-
-
 def holder_of(thread_name: str) -> str:
     """A thread's name without the number a pool or Python gives it: "grpc_3" and
     "upquery_0" are "grpc" and "upquery", "Thread-7 (run)" is "Thread" (a few labels)."""
-    holder = _HOLDERS.get(thread_name)
-    if holder is None:
-        holder = _HOLDERS[thread_name] = thread_name.split("_")[0].split("-")[0].split(" ")[0] or "other"
-    return holder
+    return thread_name.split("_")[0].split("-")[0].split(" ")[0] or "other"
 
 
 class CountingLock:
