@@ -193,20 +193,25 @@ def serve(
     done = _stop_on_signals()
     feed = front.feed(scheduler.view_state, metrics, on_lost=done.set) if front else None
     health_servicer = _start_serving(server, scheduler, watch, spark, metrics, feed)
-    if front is not None:
-        front.serve()
-    pauses = GcPauses(metrics.gc_paused)
-    pauses.start()
-    freeze_at_start()  # last before ready: see gc_policy.py
+    _ready(front, metrics)
     print(f"pomoview listening on {host}:{bound}", flush=True)
     _trace_memory(int(os.environ.get("POMOVIEW_TRACEMALLOC") or 0))
     wait_for_stop(done)
     watch.stop()
-    pauses.stop()
     _shut_down(server, health_servicer, spark, scheduler, front)
     if front is not None and front.lost.is_set():
         log.error("stopped: the hit replica went away")
         raise SystemExit(1)
+
+
+def _ready(front: ReplicaFront | None, metrics: Metrics) -> None:
+    """The last steps before the server says it listens: the hit replica starts serving, and
+    the garbage collector's pauses are timed from now on, after what is alive is frozen
+    (scheduler/gc_policy.py: last, so that it holds everything the start made)."""
+    if front is not None:
+        front.serve()
+    GcPauses(metrics.gc_paused).start()  # for the process's life
+    freeze_at_start()
 
 
 def _start_serving(
