@@ -6,9 +6,10 @@ thread while they do. Under the busy load of bench/hits_under_load.py (scale 0.1
 collection timed through gc.callbacks), full collections came about every 5 s (the flush
 interval) and took 100-700 ms (p50 306 ms), collecting a few hundred objects each.
 
-- `gc.freeze()` at start moves what lives as long as the server (about 117,000 objects:
-  modules, functions, classes, the gRPC and proto machinery) to the permanent generation,
-  which no collection walks. Alone, it left 28 full collections in the busy phase at 156 ms
+- `gc.freeze()` at start moves what lives as long as the server (modules, functions,
+  classes, the gRPC and proto machinery: 77,218 objects in `./scripts/serve`, the Spark
+  session still booting; 117,000 once it is up, as a probe counted) to the permanent
+  generation, which no collection walks. Alone, it left 28 full collections in the busy phase at 156 ms
   on average (4.4 s in all): what remains walked is what the server made since, its warm
   state and the log tail.
 - `FULL_COLLECTION_EVERY` then makes them a tenth as frequent: 4-5 in the busy phase, 137-248
