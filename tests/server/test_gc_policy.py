@@ -48,7 +48,9 @@ def test_what_is_alive_at_start_is_frozen_and_no_longer_walked(unfrozen: None) -
     kept = [[i] for i in range(1000)]  # tracked containers, alive at "start"
     assert gc.is_tracked(kept[0])
     frozen = freeze_at_start()
-    assert frozen == gc.get_freeze_count() and frozen >= len(kept)
+    # Not equal: a frozen object that dies (another thread's, such as the test runner's)
+    # leaves the permanent generation, so its count can only fall after the freeze.
+    assert frozen >= gc.get_freeze_count() >= len(kept)
     assert gc.get_threshold()[2] == FULL_COLLECTION_EVERY
     walked = {id(o) for o in gc.get_objects()}  # generations 0-2, not the permanent one
     assert id(kept) not in walked and id(kept[0]) not in walked
