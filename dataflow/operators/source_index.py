@@ -140,15 +140,17 @@ class SourceIndex(InOrder):
         rows = [items[i][0] for i in at]
         set_presence_values, insert_above = state.set_presence_values, state.insert_above
         runs = zip(ordered[starts].tolist(), starts, ends, lowest, highest, all_inserted, strict=True)
+        inserted: list[Row] = []  # rows new to their keys, weighed 1 together at the end
         for key, start, end, low, high, inserts in runs:
             if inserts and insert_above((key,), values[start:end], low, high):
-                weights.update(dict.fromkeys(rows[start:end], 1))
+                inserted += rows[start:end]
                 continue
             changed = set_presence_values((key,), rows[start:end], values[start:end], inserting[start:end])
             if changed is None:
                 self.metrics.dropped += end - start
             else:
                 weights.update(changed)
+        weights.update(dict.fromkeys(inserted, 1))
         return ZSet.of_weights(weights)
 
     def _packed_columns(
@@ -167,7 +169,7 @@ class SourceIndex(InOrder):
         # A bool would pass as 0 or 1 and come back as an int (int_set.fits refuses it too).
         if values.dtype != np.int64 or bool in set(map(type, column)):
             return None
-        inserting = np.fromiter((op > 0 for _, op in items), dtype=bool, count=len(items))
+        inserting = np.array([op for _, op in items]) > 0
         values, inserting = values[order], inserting[order]
         return (
             values.tolist(),

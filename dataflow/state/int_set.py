@@ -167,7 +167,10 @@ class IntSet:
                 base = np.delete(base, np.searchsorted(base, gone))  # removed is within base
             if self.added:
                 new = np.sort(np.fromiter(self.added, dtype=np.int64, count=len(self.added)))
-                base = np.insert(base, np.searchsorted(base, new), new)  # added is outside it
+                if not len(base) or new[0] > base[-1]:
+                    base = np.concatenate((base, new))  # all above (new ids): one copy, no search
+                else:
+                    base = np.insert(base, np.searchsorted(base, new), new)  # added is outside it
             self.base, self.added, self.removed = base, set(), set()
             self.top = int(base[-1]) if len(base) else _BELOW_ALL
 

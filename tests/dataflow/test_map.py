@@ -7,6 +7,7 @@ from collections import Counter
 import pytest
 from dataflow_harness import Driver, Store, epochs
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pomoview.dataflow.operators.map import Column, Constant, Map
 from pomoview.dataflow.zset import ZSet
@@ -19,6 +20,7 @@ SHAPES = {
     "swap": ([Column(1), Column(0)], (1,)),
     "rename": ([Column(0), Column(1)], (0,)),  # every column in order: deltas pass as they are
     "project-a": ([Column(0)], (0,)),  # collisions: weights count the b's
+    "project-b": ([Column(1)], ()),  # onto a column that is not the source's key
     "const-a": ([Constant(7), Column(0), Column(0)], (1,)),
     "const-a-dup-key": ([Constant(7), Column(0), Column(0)], (1, 2)),
     "const-key": ([Constant(7), Column(0)], (0, 1)),
@@ -49,7 +51,23 @@ def test_full(shape: str, history: list) -> None:
         driver.check()
 
 
-@pytest.mark.parametrize("shape", sorted(SHAPES))
+@pytest.mark.parametrize("column", [0, 1])
+@SETTINGS
+@given(
+    delta=st.dictionaries(
+        st.tuples(st.integers(0, 3), st.integers(0, 3)), st.integers(-2, 2).filter(bool), max_size=12
+    )
+)
+def test_one_column_delta_equals_the_map_of_each_row(column: int, delta: dict) -> None:
+    """A projection onto one column sums the weights that meet and keeps no zero weight, as
+    the map of each row does (map_zset with `apply`)."""
+    node = Map(Store(SCHEMAS).index("r", (), False), ("c",), [Column(column)])
+    out = node.on_delta(0, ZSet(delta))
+    assert out == ZSet(delta).map(node.apply)
+    assert all(weight for _, weight in out.items())
+
+
+@pytest.mark.parametrize("shape", sorted(s for s in SHAPES if SHAPES[s][1]))
 @SETTINGS
 @given(history=epochs(("r",)))
 def test_partial_source_below(shape: str, history: list) -> None:
