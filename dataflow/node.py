@@ -174,7 +174,7 @@ def rows_by_key(rows: Iterable[tuple[Row, int]], cols: tuple[int, ...]) -> dict[
         # the grouping of a Zipf write batch (cProfile of bench/apply_rate.py).
         (c,) = cols
         for row, weight in rows:
-            key = (row[c],)
+            key: Key = (row[c],)
             group = get(key)
             if group is None:
                 out[key] = [(row, weight)]
