@@ -28,6 +28,7 @@ from pomoview.server.metrics.metrics import Metrics
 from pomoview.server.replica.feed import ReplicaFeed
 from pomoview.server.scheduler.applier import DEFAULT_MAX_APPLY_LAG
 from pomoview.server.scheduler.gc_policy import GcPauses, freeze_at_start
+from pomoview.server.scheduler.gil_policy import SWITCH_INTERVAL, set_switch_interval
 from pomoview.server.scheduler.scheduler import Scheduler
 from pomoview.server.spark.conf import SparkConf, driver_address_defaults
 from pomoview.server.spark.deadline import DEFAULT_READ_TIMEOUT, DEFAULT_WRITE_TIMEOUT, SparkTimeouts
@@ -117,12 +118,6 @@ def check_store_marker(data_dir: Path, store: Path | str) -> None:
 
 
 GRPC_THREADS = 256
-# How long a thread may hold the GIL while another waits for it (Python's default: 5 ms).
-# The apply and the flush are long runs of Python; a hit needs the GIL a few times for
-# about 100 us each, so at 5 ms a turn it waited far longer than it worked.
-SWITCH_INTERVAL = 0.0005
-
-
 def serve(
     *,
     data_dir: Path,
@@ -205,11 +200,13 @@ def serve(
 
 
 def _ready(front: ReplicaFront | None, metrics: Metrics) -> None:
-    """The last steps before the server says it listens: the hit replica starts serving, and
-    the garbage collector's pauses are timed from now on, after what is alive is frozen
+    """The last steps before the server says it listens: the hit replica starts serving; the
+    interpreter's switch interval is set for it (scheduler/gil_policy.py); the garbage
+    collector's pauses are timed from now on, after what is alive is frozen
     (scheduler/gc_policy.py: last, so that it holds everything the start made)."""
     if front is not None:
         front.serve()
+    set_switch_interval(hit_replica=front is not None)
     GcPauses(metrics.gc_paused).start()  # for the process's life
     freeze_at_start()
 

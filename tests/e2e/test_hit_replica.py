@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from pomoview.client import InvalidArgument, NotFound
+from pomoview.server.scheduler.gil_policy import SWITCH_INTERVAL_WITH_REPLICA
 
 from .server_process import VOTES, ServerProcess
 from .votes_model import VotesModel
@@ -154,3 +155,11 @@ def test_a_bad_write_is_refused_in_the_servers_words(server: ServerProcess) -> N
         assert db.lookup("articleWithVotes", {"id": 900}, min_epoch=epoch) == [
             {"id": 900, "title": "ok", "votes": 0}
         ]
+
+
+def test_the_servers_process_holds_the_interpreter_lock_longer(server: ServerProcess) -> None:
+    """scheduler/gil_policy.py: with its hits at the replica, the server's process sets the
+    longer switch interval (the apply's steps are cut into fewer slices)."""
+    log = server.log_path.read_text()
+    interval = f"{SWITCH_INTERVAL_WITH_REPLICA * 1000:.1f} ms"
+    assert f"interpreter switch interval: {interval} (hits answered by the replica)" in log, log[-2000:]
