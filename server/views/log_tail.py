@@ -30,7 +30,15 @@ class _BatchIndex:
     __slots__ = ("ops", "sorted_keys", "order", "by_key")
 
     def __init__(self, change: SourceChange, positions: tuple[int, ...]) -> None:
-        self.ops = [(t, 1) for t in change.inserts] + [(t, -1) for t in change.deletes]
+        # A tuple, not a list: the collector stops tracking a tuple of untracked tuples of
+        # atoms once it has looked at it, where a list stays tracked for life. The tail's
+        # indexes held 1.7 million operations in lists near a busy phase's end (scale 0.1),
+        # which every full collection walked; as tuples, a full collection's CPU went from
+        # 66-111 ms to 43-73 ms (one run each).
+        self.ops: tuple[tuple[Tuple_, int], ...] = (
+            *((t, 1) for t in change.inserts),
+            *((t, -1) for t in change.deletes),
+        )
         self.by_key: dict[Key, list[tuple[Tuple_, int]]] | None = None
         self.sorted_keys: np.ndarray | None = None
         self.order: np.ndarray | None = None

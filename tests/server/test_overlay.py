@@ -5,6 +5,7 @@ and the tail trimmed between fetches."""
 
 from __future__ import annotations
 
+import gc
 import random
 import threading
 from collections.abc import Callable
@@ -129,3 +130,29 @@ def test_prepare_racing_a_trim_keeps_no_index_of_a_trimmed_batch(monkeypatch: py
     assert tail.indexes() == 1
     assert set(tail.overlay("vote", [], 2, 3, (0,), [(3,)])) == {(3, 1), (3, 2)}
     assert tail.indexes() == 1  # the overlay found batch 3's index ready
+
+
+def test_the_tails_indexes_leave_no_large_container_for_the_collector_to_walk() -> None:
+    """Every full collection walks each tracked container's items: the tail's indexes, one per
+    logged batch of a busy write load, must not keep their operations in tracked containers
+    (lists are tracked for life; a tuple of tuples of atoms is untracked once collected)."""
+    rows = 2000
+    batches = [
+        LoggedBatch(e, {"vote": SourceChange(tuple((e * rows + i, i) for i in range(rows)), ())})
+        for e in range(1, 6)
+    ]
+    tail = LogTail(0, batches)
+    assert tail.prepare("vote", (0,), 0) == 5
+    firsts = [((e * rows, 0), 1) for e in range(1, 6)]  # each index's first operation
+
+    def holds_operations(o: object) -> bool:
+        if type(o) not in (list, tuple) or len(o) < rows:  # type: ignore[arg-type]
+            return False
+        first = o[0]  # type: ignore[index]
+        return type(first) is tuple and any(first == f for f in firsts)
+
+    gc.collect()
+    gc.collect()
+    walked = [len(o) for o in gc.get_objects() if holds_operations(o)]
+    assert walked == [], f"tracked containers of the tail's operations: {walked}"
+    assert set(tail.overlay("vote", [], 0, 5, (0,), [(3 * rows + 7,)])) == {(3 * rows + 7, 7)}
