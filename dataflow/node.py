@@ -167,27 +167,22 @@ _GETTERS: dict[tuple[int, ...], Callable[[Row], Key]] = {}
 def rows_by_key(rows: Iterable[tuple[Row, int]], cols: tuple[int, ...]) -> dict[Key, list[tuple[Row, int]]]:
     """A delta's weighted rows by their key on `cols`, in plain lists (an IndexedZSet builds
     a ZSet per key, a third of a join's call under a write load)."""
-    out: dict[Key, list[tuple[Row, int]]] = {}
-    get = out.get
+    items = list(rows)
     if len(cols) == 1:
         # One key column (the common case) indexed inline: `project` per row was a third of
         # the grouping of a Zipf write batch (cProfile of bench/apply_rate.py).
         (c,) = cols
-        for row, weight in rows:
-            key: Key = (row[c],)
-            group = get(key)
-            if group is None:
-                out[key] = [(row, weight)]
-            else:
-                group.append((row, weight))
-        return out
-    for row, weight in rows:
-        key = project(row, cols)
+        keys: list[Key] = [(row[c],) for row, _ in items]
+    else:
+        keys = [project(row, cols) for row, _ in items]
+    out: dict[Key, list[tuple[Row, int]]] = {}
+    get = out.get
+    for key, item in zip(keys, items, strict=True):
         group = get(key)
         if group is None:
-            out[key] = [(row, weight)]
+            out[key] = [item]
         else:
-            group.append((row, weight))
+            group.append(item)
     return out
 
 

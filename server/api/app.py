@@ -118,6 +118,8 @@ def check_store_marker(data_dir: Path, store: Path | str) -> None:
 
 
 GRPC_THREADS = 256
+
+
 def serve(
     *,
     data_dir: Path,
