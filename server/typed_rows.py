@@ -10,7 +10,7 @@ the rows of a write can count `len()` of either form before anything is converte
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from pomoview.planner.frontend.validate import Relation
@@ -46,6 +46,22 @@ class ColumnRows:
 
 # One side of one source's change, in either wire form.
 Rows = Sequence[TypedRow] | ColumnRows
+
+
+@dataclass(slots=True)
+class TypedKeys:
+    """A lookup's keys already checked against `relation`, its view's relation (the wire's
+    shortcut for the common shapes, api/requests.py `KeyShapes`): the key attributes in the
+    view's declared order and each key as a tuple of their values. `rows()` gives the keys
+    as they arrived, to check against another relation (a program installed meanwhile)."""
+
+    relation: Relation
+    attrs: tuple[str, ...]
+    tuples: list[Tuple_]
+    rows: Callable[[], Rows]
+
+    def __len__(self) -> int:
+        return len(self.tuples)
 
 
 def coerce_typed(value: TypedValue, expected: str, where: str) -> Value:
@@ -128,10 +144,16 @@ def _column_tuples(rows: ColumnRows, schema: SourceSchema, where: str) -> list[T
     return list(zip(*ordered, strict=True))
 
 
-def typed_keys(relation: Relation, view: str, keys: Rows) -> tuple[tuple[str, ...], list[Tuple_]]:
+def typed_keys(
+    relation: Relation, view: str, keys: Rows | TypedKeys
+) -> tuple[tuple[str, ...], list[Tuple_]]:
     """A lookup's key attributes (in the view's declared order) and its keys as tuples of
     values of the attributes' types; raises for an unknown attribute or a bad value. Keys as
     columns are checked as a write's columns are (`to_tuples`)."""
+    if isinstance(keys, TypedKeys):
+        if keys.relation is relation:
+            return keys.attrs, keys.tuples
+        keys = keys.rows()  # checked against another program's view: check them again
     if isinstance(keys, ColumnRows):
         key_attrs = _known(relation, view, [c.name for c in keys.columns])
         schema = tuple((a, relation.types[a]) for a in key_attrs)

@@ -415,6 +415,10 @@ class KeyedState:
         applies changes through `replace`: the object then stands for one version of it."""
         return self._groups.get(key)
 
+    def peek_all(self, keys: Iterable[Key]) -> list[object | None]:
+        """`peek` of each of `keys`, in one C loop (a hit of 100 keys made 100 Python calls)."""
+        return list(map(self._groups.get, keys))
+
     def view_of(self, key: Key, stored: object) -> Mapping[Row, int]:
         """The mapping row -> weight of a group `peek` returned."""
         return self._view(key, stored)  # type: ignore[arg-type]

@@ -38,7 +38,7 @@ from grpc_reflection.v1alpha import reflection_pb2
 from pomoview.proto.pomoview.v1 import view_service_pb2 as pb
 from pomoview.server.api.answers import ColumnEncoder, RowAnswer, answer_of
 from pomoview.server.api.listen import listen
-from pomoview.server.api.requests import lookup_keys
+from pomoview.server.api.requests import KeyShapes, lookup_keys
 from pomoview.server.api.security import ServerSecurity
 from pomoview.server.errors import ServiceError
 from pomoview.server.limits.requests import Limits
@@ -86,6 +86,7 @@ class ReplicaLookups:
         self._writes = writes
         # (id of the view's relation, columnar) -> (that relation, its answers' encoder)
         self._answers: dict[tuple[int, bool], tuple[object, RowAnswer | ColumnEncoder]] = {}
+        self._key_shapes = KeyShapes()
 
     def lookup(self, data: bytes, context: grpc.ServicerContext) -> bytes:
         answer = self.hit(data)
@@ -115,7 +116,7 @@ class ReplicaLookups:
         if relation is None or request.HasField("limit") or request.HasField("after"):
             return None
         try:
-            keys = lookup_keys(request)
+            keys = self._key_shapes.typed(request, relation) or lookup_keys(request)
             if not len(keys) or len(keys) > self._limits.max_lookup_keys:
                 return None
             key_attrs, tuples = typed_keys(relation, request.view, keys)

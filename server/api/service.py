@@ -17,14 +17,14 @@ from pomoview.planner.compile import CompiledProgram
 from pomoview.proto.pomoview.v1 import view_service_pb2 as pb
 from pomoview.proto.pomoview.v1 import view_service_pb2_grpc as pb_grpc
 from pomoview.server.api.answers import FORMS, ColumnEncoder, RowAnswer, answer_of, to_value
-from pomoview.server.api.requests import lookup_keys, side, typed_row
+from pomoview.server.api.requests import KeyShapes, lookup_keys, side, typed_row
 from pomoview.server.errors import ServiceError
 from pomoview.server.load.bulk_load import Progress
 from pomoview.server.reads.lookups import view_relation
 from pomoview.server.reads.pages import Page, check_page, cut_page
 from pomoview.server.scheduler.scheduler import Scheduler
 from pomoview.server.spark.executors import SparkStatus
-from pomoview.server.typed_rows import ColumnRows, Rows, coerce_typed
+from pomoview.server.typed_rows import ColumnRows, Rows, TypedKeys, coerce_typed
 from pomoview.server.views.subscriptions import Subscription
 
 log = logging.getLogger("pomoview.service")
@@ -176,6 +176,7 @@ class ViewService(pb_grpc.ViewServiceServicer):
         self._spark_status = spark_status
         # The hits the hit replica reported (None: no replica).
         self._replica_hits = replica_hits
+        self._key_shapes = KeyShapes()
         # (id(program), view, columnar) -> (program, its answers' encoder)
         self._answers: dict[tuple[int, str, bool], tuple[CompiledProgram, Answer]] = {}
 
@@ -240,20 +241,24 @@ class ViewService(pb_grpc.ViewServiceServicer):
         epoch to wait for) takes the locked path with upqueries."""
 
         def run() -> pb.LookupResponse | bytes:
-            self.scheduler.metrics.lookups.inc()
-            limits = self.scheduler.limits
-            limits.check("max_lookup_keys", "the number of keys in the lookup", len(request.keys))
-            keys = lookup_keys(request)
-            if isinstance(keys, ColumnRows):
-                limits.check("max_lookup_keys", "the number of keys in the lookup", len(keys))
+            scheduler = self.scheduler
+            scheduler.metrics.lookups.inc()
+            limits, view, program = scheduler.limits, request.view, scheduler.program
+            relation = None if program is None or view not in program.views else program.relations.get(view)
             min_epoch = request.min_epoch if request.HasField("min_epoch") else None
-            view, columnar = request.view, request.columnar
-            program = self.scheduler.program
             if request.HasField("limit") or request.HasField("after"):
-                return self._page(request, keys, min_epoch, context)
-            if program is not None and view in program.views and len(keys):
+                return self._page(request, self._wire_keys(request), min_epoch, context)
+            keys: Rows | TypedKeys | None = None
+            if relation is not None:
+                keys = self._key_shapes.typed(request, relation)
+            if keys is None:
+                keys = self._wire_keys(request)
+            else:
+                limits.check("max_lookup_keys", "the number of keys in the lookup", len(keys))
+            columnar = request.columnar
+            if program is not None and relation is not None and len(keys):
                 answer = self.answer(program, view, columnar)
-                hit = self.scheduler.hits(view, keys, min_epoch, answer.encode, form=answer.form)
+                hit = scheduler.hits(view, keys, min_epoch, answer.encode, form=answer.form)
                 if hit is not None:
                     return answer.response(*hit)
             # The answering round encodes each key's rows from the reader and caches them
@@ -276,6 +281,15 @@ class ViewService(pb_grpc.ViewServiceServicer):
             return answer
 
         return self._call(context, sized)
+
+    def _wire_keys(self, request: pb.LookupRequest) -> Rows:
+        """The lookup's keys as sent (rows or columns), within the limit on their count."""
+        limits = self.scheduler.limits
+        limits.check("max_lookup_keys", "the number of keys in the lookup", len(request.keys))
+        keys = lookup_keys(request)
+        if isinstance(keys, ColumnRows):
+            limits.check("max_lookup_keys", "the number of keys in the lookup", len(keys))
+        return keys
 
     def _page(
         self, request: pb.LookupRequest, keys: Rows, min_epoch: int | None, context: grpc.ServicerContext

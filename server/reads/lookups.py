@@ -37,7 +37,7 @@ from pomoview.server.reads.at_hand import AnswersAtHand
 from pomoview.server.reads.spark_fetch import SESSION_DIED, Prefetched
 from pomoview.server.reads.upquery_jobs import Ticket, UpqueryJobs
 from pomoview.server.temporal.time_path import TimePath
-from pomoview.server.typed_rows import Rows, typed_keys
+from pomoview.server.typed_rows import Rows, TypedKeys, typed_keys
 from pomoview.server.views.introspection import Introspection
 from pomoview.server.views.subscriptions import Subscription
 from pomoview.server.views.view_state import ViewState
@@ -132,7 +132,7 @@ class Lookups:
     def lookup_encoded(
         self,
         view: str,
-        keys: Rows,
+        keys: Rows | TypedKeys,
         min_epoch: int | None,
         timeout: float | None,
         encoder: Callable[[CompiledProgram, str], Callable[[list[Row]], E]],
@@ -264,7 +264,7 @@ class Lookups:
     def hits(
         self,
         view: str,
-        keys: Rows,
+        keys: Rows | TypedKeys,
         min_epoch: int | None,
         encode: Callable[[list[Row]], E],
         form: str = "",
@@ -397,7 +397,7 @@ class Lookups:
     # -- keys ---------------------------------------------------------------------------
 
     def _keys_of(
-        self, program: CompiledProgram, view: str, keys: Rows
+        self, program: CompiledProgram, view: str, keys: Rows | TypedKeys
     ) -> tuple[Relation, tuple[str, ...], list[Key]]:
         """The view, its key attributes (in declared order) and the keys as tuples of
         values of the attributes' types; raises for an unknown view, attribute or type.

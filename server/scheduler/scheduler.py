@@ -59,7 +59,7 @@ from pomoview.server.store.fs import LocalFS
 from pomoview.server.store.source_store import SchemaMismatch, SourceStore
 from pomoview.server.temporal.time_path import TimePath
 from pomoview.server.temporal.time_state import TimeState, uses_time
-from pomoview.server.typed_rows import Rows, TypedRow
+from pomoview.server.typed_rows import Rows, TypedKeys, TypedRow
 from pomoview.server.types import SourceSchema
 from pomoview.server.views.introspection import Introspection
 from pomoview.server.views.log_tail import LogTail
@@ -303,7 +303,7 @@ class Scheduler:
     def lookup_encoded(
         self,
         view: str,
-        keys: Rows,
+        keys: Rows | TypedKeys,
         min_epoch: int | None = None,
         timeout: float | None = None,
         *,
@@ -317,7 +317,7 @@ class Scheduler:
     def hits(
         self,
         view: str,
-        keys: Rows,
+        keys: Rows | TypedKeys,
         min_epoch: int | None,
         encode: Callable[[list[Row]], E],
         form: str = "",

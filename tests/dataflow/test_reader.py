@@ -159,3 +159,25 @@ def test_reader_is_a_sink() -> None:
     with pytest.raises(AssertionError):
         circuit.reader.query((0,), [(1,)])
     assert circuit.reader.on_delta(0, ZSet({(1, 1): 1})) == ZSet()
+
+
+def test_a_published_read_in_an_open_step_answers_the_last_published_version() -> None:
+    """While a step is open, a read marked `published` answers each key as of the last
+    published epoch, from `before`, even where the wire cache already holds an encoding of
+    the step's own version of the key (encoded by a read that was not marked)."""
+    store = Store(SCHEMAS)
+    store.apply({"r": {(1, 10): 1, (2, 20): 1}})
+    reader = Reader(store.index("r", (0,), False), (0,), partial=False)
+    circuit = Circuit(reader)
+    circuit.hydrate()
+
+    def encode(rows: list[tuple]) -> tuple:
+        return tuple(sorted(rows))
+
+    assert reader.encoded_all([(1,), (2,)], encode) == [((1, 10),), ((2, 20),)]
+    reader.open_step()
+    circuit.step(store.apply({"r": {(1, 10): -1, (1, 11): 1}}))
+    assert reader.encoded_all([(1,)], encode) == [((1, 11),)]  # the step's version, cached
+    assert reader.encoded_all([(1,), (2,)], encode, published=True) == [((1, 10),), ((2, 20),)]
+    reader.publish()
+    assert reader.encoded_all([(1,), (2,)], encode, published=True) == [((1, 11),), ((2, 20),)]
