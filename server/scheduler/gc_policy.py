@@ -18,9 +18,16 @@ interval) and took 100-700 ms (p50 306 ms), collecting a few hundred objects eac
 
 Frozen objects are never collected as cycles. Nothing frozen at start is garbage later: no
 dataflow graph exists yet (one is built at a view's first lookup), and what the start made
-for itself alone (parsed settings, the CLI's objects) is freed by its counts. A probe that
-froze again after the warm-up cut full collections to 7-137 ms, but a graph frozen there
-would leak at the next install (its cycles never collected), so the server freezes once.
+for itself alone (parsed settings, the CLI's objects) is freed by its counts.
+
+`Refreeze` then freezes again after every full collection, so that the next walks only
+what was made since (the warm state and the log tail grow under a write load: at full
+scale a full collection of bench/hits_under_load.py's busy phase took 211 ms, and each
+held every thread, the apply's included). Right after a full collection everything still
+tracked is alive, but some of it may later die in a cycle (a dataflow graph replaced at an
+install, a closed subscription), which a frozen object never gets collected for: so every
+`THAW_EVERY`-th full collection is preceded by `gc.unfreeze()` and walks everything,
+which bounds what such cycles hold to what dies between two thaws.
 
 The pauses are measured through `gc.callbacks` (`pomoview_gc_pause_seconds`), beside the
 dataflow lock's holds.
@@ -39,6 +46,8 @@ log = logging.getLogger("pomoview.gc")
 
 # Generation-1 collections between full ones (CPython's default: 10).
 FULL_COLLECTION_EVERY = 100
+# Full collections from one that walks everything (frozen objects too) to the next.
+THAW_EVERY = 8
 
 
 def freeze_at_start() -> int:
@@ -50,7 +59,35 @@ def freeze_at_start() -> int:
     gc.set_threshold(young, middle, FULL_COLLECTION_EVERY)
     frozen = gc.get_freeze_count()
     log.info("garbage collector: %d objects alive at start frozen (full collections skip them)", frozen)
+    REFREEZE.start()
     return frozen
+
+
+class Refreeze:
+    """After each full collection, freezes what survived it; every `THAW_EVERY`-th full
+    collection unfreezes everything first (see the module's docstring). The callback runs
+    as the collection ends, with the interpreter lock held and the generations' lists
+    whole, so the freeze takes exactly the collection's survivors and what was older."""
+
+    def __init__(self) -> None:
+        self.full = 0  # full collections seen
+
+    def start(self) -> None:
+        if self._callback not in gc.callbacks:
+            gc.callbacks.append(self._callback)
+
+    def stop(self) -> None:
+        if self._callback in gc.callbacks:
+            gc.callbacks.remove(self._callback)
+
+    def _callback(self, phase: str, info: dict[str, Any]) -> None:
+        if phase != "stop" or info["generation"] != 2:
+            return
+        self.full += 1
+        if self.full % THAW_EVERY == THAW_EVERY - 1:
+            gc.unfreeze()  # the next full collection walks everything
+        else:
+            gc.freeze()
 
 
 class GcPauses:
@@ -75,3 +112,7 @@ class GcPauses:
             self._started = time.perf_counter()
         else:
             self._observe(int(info["generation"]), time.perf_counter() - self._started)
+
+
+# The process's one (the collector is the process's): freeze_at_start starts it.
+REFREEZE = Refreeze()

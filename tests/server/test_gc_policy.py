@@ -6,11 +6,18 @@ from __future__ import annotations
 
 import gc
 import time
+import weakref
 from collections.abc import Iterator
 
 import pytest
 
-from pomoview.server.scheduler.gc_policy import FULL_COLLECTION_EVERY, GcPauses, freeze_at_start
+from pomoview.server.scheduler.gc_policy import (
+    FULL_COLLECTION_EVERY,
+    REFREEZE,
+    THAW_EVERY,
+    GcPauses,
+    freeze_at_start,
+)
 
 
 @pytest.fixture
@@ -21,6 +28,7 @@ def unfrozen() -> Iterator[None]:
     try:
         yield
     finally:
+        REFREEZE.stop()
         gc.unfreeze()
         gc.set_threshold(*thresholds)
 
@@ -56,3 +64,37 @@ def test_what_is_alive_at_start_is_frozen_and_no_longer_walked(unfrozen: None) -
     assert id(kept) not in walked and id(kept[0]) not in walked
     later = [0]
     assert id(later) in {id(o) for o in gc.get_objects()}
+
+
+class Node:
+    """A tracked object that can sit in a cycle."""
+
+    def __init__(self) -> None:
+        self.other: Node | None = None
+
+
+def test_each_full_collection_freezes_its_survivors_and_a_thaw_frees_cycles_that_died_frozen(
+    unfrozen: None,
+) -> None:
+    REFREEZE.start()
+    try:
+        REFREEZE.full = 0
+        gc.collect()  # the first full collection freezes what survives it
+        survivor = [[i] for i in range(100)]  # made since: walked by the next
+        walked = {id(o) for o in gc.get_objects()}
+        assert id(survivor) in walked
+        gc.collect()
+        assert id(survivor) not in {id(o) for o in gc.get_objects()}, "a survivor still walked"
+        # A cycle frozen alive, then dropped: no collection frees it until a thaw.
+        a, b = Node(), Node()
+        a.other, b.other = b, a
+        gone = weakref.ref(a)
+        gc.collect()  # frozen now
+        del a, b
+        for _ in range(REFREEZE.full % THAW_EVERY, THAW_EVERY - 1):
+            gc.collect()
+            assert gone() is not None, "a frozen cycle was collected before a thaw"
+        gc.collect()  # the THAW_EVERY-th: walks everything
+        assert gone() is None, "a cycle that died frozen outlived the thaw"
+    finally:
+        REFREEZE.stop()
