@@ -52,6 +52,7 @@ from pomoview.server.reads.upquery_jobs import UpqueryJobs
 from pomoview.server.reads.upquery_pins import UpqueryPins
 from pomoview.server.scheduler.applier import DEFAULT_MAX_APPLY_LAG, Applier
 from pomoview.server.scheduler.flusher import COMPACT_INTERVAL, COMPACT_MIN_PARTS, Flusher
+from pomoview.server.scheduler.gc_policy import REFREEZE
 from pomoview.server.scheduler.graph_stats import GraphStats
 from pomoview.server.scheduler.write_path import WritePath
 from pomoview.server.spark.deadline import WRITE_SETTING, SparkTimeouts, deadline
@@ -230,6 +231,7 @@ class Scheduler:
             full_state=full_state,
             binary_joins=binary_joins,
             hold_whole=WholeSources(self.store.rows_at_most, whole_rows),
+            graph_dropped=REFREEZE.thaw,
         )
 
     def start(self) -> None:

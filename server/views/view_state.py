@@ -164,6 +164,7 @@ class ViewState:
         full_state: bool = False,
         hold_whole: Callable[[str], bool] | None = None,
         binary_joins: bool = False,
+        graph_dropped: Callable[[], None] | None = None,
     ) -> None:
         # The mutex under the Condition, kept to check that callers hold it, and to count
         # how often a thread takes it (`count_locks`).
@@ -179,6 +180,9 @@ class ViewState:
         self.hold_whole = hold_whole
         # Every rule body a chain of binary joins, cyclic ones too (`serve --binary-joins`).
         self.binary_joins = binary_joins
+        # Told when a graph is replaced: its cycles are garbage from then on (the server's
+        # collector thaws what it froze, scheduler/gc_policy.py, so that they are freed).
+        self._graph_dropped = graph_dropped
         self.program = program
         # The program's one dataflow graph; a new one at every install (built lazily).
         self.graph: ProgramGraph | None = None
@@ -226,7 +230,7 @@ class ViewState:
     def reset_graph(self) -> None:
         """A new, empty graph for the program (caller holds the lock)."""
         assert self._mutex.locked()
-        program = self.program
+        program, dropped = self.program, self.graph is not None
         self.graph = (
             None
             if program is None
@@ -238,6 +242,8 @@ class ViewState:
             )
         )
         self.subscriptions.reset("the dataflow was rebuilt (a program install, a bulk load or a failure)")
+        if dropped and self._graph_dropped is not None:
+            self._graph_dropped()
         # Even to even, after the new graph is in place: a lookup without the lock that
         # read the old graph sees the sequence move and takes the locked path.
         self.seq += 2

@@ -8,6 +8,8 @@ import gc
 import time
 import weakref
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,6 +20,9 @@ from pomoview.server.scheduler.gc_policy import (
     GcPauses,
     freeze_at_start,
 )
+from pomoview.server.scheduler.scheduler import Scheduler
+
+from .vote_program import VIEW, VOTES, row
 
 
 @pytest.fixture
@@ -98,3 +103,30 @@ def test_each_full_collection_freezes_its_survivors_and_a_thaw_frees_cycles_that
         assert gone() is None, "a cycle that died frozen outlived the thaw"
     finally:
         REFREEZE.stop()
+
+
+def test_a_replaced_graph_is_freed_by_the_next_full_collection_though_it_was_frozen(
+    unfrozen: None, tmp_path: Path, spark: Any
+) -> None:
+    """An install replaces the dataflow graph; what the old one held (cycles of nodes and
+    their states) was frozen by an earlier full collection, and the scheduler's view state
+    thaws it (`graph_dropped`) so that the next full collection frees it."""
+    scheduler = Scheduler(tmp_path / "data", lambda: spark, flush_interval=3600)
+    scheduler.start()
+    try:
+        scheduler.install(VOTES)
+        epoch = scheduler.write([("article", [row(id=1, title="a")], [])])
+        rows, _ = scheduler.lookup(VIEW, [row(id=1)], min_epoch=epoch)
+        assert rows == [[{"id": 1, "title": "a", "votes": 0}]]
+        program_graph = scheduler.view_state.graph
+        assert program_graph is not None
+        old = weakref.ref(program_graph.graph)  # the dataflow: nodes and their states, in cycles
+        del program_graph
+        REFREEZE.start()
+        gc.collect()  # freezes the graph with everything else
+        scheduler.install(VOTES)  # a new graph
+        assert old() is not None  # in cycles: only a collection frees it
+        gc.collect()
+        assert old() is None, "the replaced graph outlived a full collection"
+    finally:
+        scheduler.stop()
