@@ -32,8 +32,8 @@ thawed at once (`thaw`, the view state's `graph_dropped`): its states may be lar
 
 Measured, `bench/hits_under_load.py --scale 1 --windows 2 --server-arg=--hit-replica`, the
 full collections of the busy phase (100 s; `pomoview_gc_pause_seconds` read every 3 s), one
-run each: with the refreeze 14 collections holding the threads 0.39 s in all, 8-30 ms each
-but the thaw's 153 ms; without it 14 collections in 1.36 s, 41-196 ms each, growing with
+run each: with the refreeze 15 collections holding the threads 0.42 s in all, 8-28 ms each
+but the thaw's 153 ms; without it 14 collections in 1.40 s, 41-196 ms each, growing with
 the heap.
 
 The pauses are measured through `gc.callbacks` (`pomoview_gc_pause_seconds`), beside the
