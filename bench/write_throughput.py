@@ -3,7 +3,7 @@ the real server, on Noria's vote workload.
 
     .venv/bin/python bench/write_throughput.py [--seconds 5] [--writers 1,4] [--batch 1000]
         [--forms columns,rows] [--reps 2] [--preload 2000000] [--load-reps 2] [--no-peer]
-        [--load-only] [--dir /tmp]
+        [--load-only] [--dir /tmp] [--server-arg=--hit-replica ...]
 
 Starts `pomoview serve` on a temporary data folder (under --dir) with examples/votes.pomo,
 writes `--articles` articles, bulk-loads `--preload` votes from a Parquet file (`pomoview
@@ -294,6 +294,9 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
     parser.add_argument("--visible", type=int, default=200, help="write -> visible samples")
     parser.add_argument("--dir", default=None, help="where the temporary data folder goes")
     parser.add_argument("--flush-interval", type=float, default=3600.0)
+    parser.add_argument(
+        "--server-arg", action="append", default=[], help="a serve flag (--server-arg=--hit-replica)"
+    )
     args = parser.parse_args(argv)
     levels = [int(w) for w in args.writers.split(",")]
     forms = args.forms.split(",")
@@ -307,7 +310,9 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
     peer = None if args.no_peer or not args.preload else CopyPeer()
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         folder = Path(tmp)
-        server = ServerProcess(folder / "data", program=VOTES, flush_interval=args.flush_interval).start()
+        server = ServerProcess(
+            folder / "data", program=VOTES, flush_interval=args.flush_interval, extra_args=args.server_arg
+        ).start()
         try:
             with server.client() as db:
                 articles = range(1, args.articles + 1)
