@@ -116,7 +116,8 @@ class ReplicaLookups:
         if relation is None or request.HasField("limit") or request.HasField("after"):
             return None
         try:
-            keys = self._key_shapes.typed(request, relation) or lookup_keys(request)
+            typed = self._key_shapes.typed(request, relation)
+            keys = lookup_keys(request) if typed is None else typed
             if not len(keys) or len(keys) > self._limits.max_lookup_keys:
                 return None
             key_attrs, tuples = typed_keys(relation, request.view, keys)

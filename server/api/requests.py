@@ -141,17 +141,15 @@ class KeyShapes:
     def _plan(self, relation: Relation, shape: Shape) -> Plan:
         position: dict[str, tuple[int, str]] = {}
         for i, (name, case) in enumerate(shape):
-            plain = (
-                name not in position
-                and name in relation.attributes
-                and case is not None
-                and _COLUMN_KINDS.get(case) == relation.types.get(name)
-                and relation.types[name] in _AS_SENT
-            )
-            if not plain:
-                position.clear()
+            if (
+                case is None
+                or name in position
+                or name not in relation.attributes
+                or _COLUMN_KINDS.get(case) != relation.types.get(name)
+                or relation.types[name] not in _AS_SENT
+            ):
+                position.clear()  # not plain: the general path checks it
                 break
-            assert case is not None
             position[name] = (i, case)
         plan: Plan = None
         if position:

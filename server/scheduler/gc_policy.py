@@ -70,14 +70,10 @@ def freeze_at_start() -> int:
     return frozen
 
 
-class Refreeze:
-    """After each full collection, freezes what survived it; every `THAW_EVERY`-th full
-    collection unfreezes everything first (see the module's docstring). The callback runs
-    as the collection ends, with the interpreter lock held and the generations' lists
-    whole, so the freeze takes exactly the collection's survivors and what was older."""
-
-    def __init__(self) -> None:
-        self.full = 0  # full collections seen
+class CollectorCallback:
+    """A `gc.callbacks` entry, `_callback`, registered once from `start` to `stop`. The
+    callbacks run in whichever thread the collection stopped, with the interpreter lock
+    held: a collection's start and end are never interleaved with another's."""
 
     def start(self) -> None:
         if self._callback not in gc.callbacks:
@@ -86,6 +82,19 @@ class Refreeze:
     def stop(self) -> None:
         if self._callback in gc.callbacks:
             gc.callbacks.remove(self._callback)
+
+    def _callback(self, phase: str, info: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+
+class Refreeze(CollectorCallback):
+    """After each full collection, freezes what survived it; every `THAW_EVERY`-th full
+    collection unfreezes everything first (see the module's docstring). The callback runs
+    as the collection ends, with the generations' lists whole, so the freeze takes exactly
+    the collection's survivors and what was older."""
+
+    def __init__(self) -> None:
+        self.full = 0  # full collections seen
 
     def thaw(self) -> None:
         """Unfreezes everything now: a dataflow graph was replaced, and what it held (its
@@ -103,22 +112,13 @@ class Refreeze:
             gc.freeze()
 
 
-class GcPauses:
+class GcPauses(CollectorCallback):
     """Tells `observe(generation, seconds)` the pause of every collection from `start` to
-    `stop`. The callbacks run in whichever thread the collection stopped, with the
-    interpreter lock held: a collection's start and end are never interleaved with another's."""
+    `stop`."""
 
     def __init__(self, observe: Callable[[int, float], None]) -> None:
         self._observe = observe
         self._started = 0.0
-
-    def start(self) -> None:
-        if self._callback not in gc.callbacks:
-            gc.callbacks.append(self._callback)
-
-    def stop(self) -> None:
-        if self._callback in gc.callbacks:
-            gc.callbacks.remove(self._callback)
 
     def _callback(self, phase: str, info: dict[str, Any]) -> None:
         if phase == "start":
