@@ -197,9 +197,9 @@ def test_a_writer_waits_while_the_views_are_too_far_behind(
 def test_stats_answers_at_once_while_a_step_holds_the_dataflow(scheduler: Scheduler) -> None:
     """Stats (server/scheduler/graph_stats.py) while a gate holds a step: it answers without
     the lock, with the last reading of the graph and the epoch it is of, and the live
-    epochs; a reading asked for during a step is left by the apply at the step's end; a
-    reading that an other hold has outdated (a lookup's fill) is never answered: the call
-    waits for the step instead."""
+    epochs; a reading asked for during a step is left by the apply at the step's end, and
+    the next steps, unasked, leave none; a reading that an other hold has outdated (a
+    lookup's fill) is never answered: the call waits for the step instead."""
     s = scheduler
     s.install(VOTES)
     first = s.write([("article", [row(id=i, title=str(i)) for i in (1, 2, 3)], []),
@@ -232,6 +232,10 @@ def test_stats_answers_at_once_while_a_step_holds_the_dataflow(scheduler: Schedu
         assert during.states == before.states and present(during) == 2
         gate.set()  # the step ends, and leaves a reading: a Stats call wanted one
         s.lookup(VIEW, [row(id=1)], min_epoch=second)
+        assert s.graph_stats.taken_by_apply == 1
+        # Asked once, left once: the steps after it take no reading nobody asked for.
+        for user in (10, 11):
+            s.lookup(VIEW, [row(id=1)], min_epoch=s.write([("vote", [row(article_id=1, user_id=user)], [])]))
         assert s.graph_stats.taken_by_apply == 1
 
         s.lookup(VIEW, [row(id=3)])  # a fill: a hold that outdates every earlier reading
