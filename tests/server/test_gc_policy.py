@@ -17,7 +17,10 @@ from pomoview.server.scheduler.gc_policy import (
     FULL_COLLECTION_EVERY,
     REFREEZE,
     THAW_EVERY,
+    THAW_EVERY_MAX,
+    THAW_PAYS,
     GcPauses,
+    Refreeze,
     freeze_at_start,
 )
 from pomoview.server.scheduler.scheduler import Scheduler
@@ -78,31 +81,80 @@ class Node:
         self.other: Node | None = None
 
 
+def dead_frozen_cycles(n: int) -> list[weakref.ref[Node]]:
+    """`n` cycles of two nodes, frozen by a full collection while alive, then dropped: no
+    collection frees them until a thaw. Weak references to one node of each."""
+    cycles = [(Node(), Node()) for _ in range(n)]
+    for a, b in cycles:
+        a.other, b.other = b, a
+    refs = [weakref.ref(a) for a, _ in cycles]
+    gc.collect()  # frozen now
+    del cycles, a, b
+    return refs
+
+
 def test_each_full_collection_freezes_its_survivors_and_a_thaw_frees_cycles_that_died_frozen(
     unfrozen: None,
 ) -> None:
-    REFREEZE.start()
+    REFREEZE.stop()
+    refreeze = Refreeze()
+    refreeze.start()
     try:
-        REFREEZE.full = 0
         gc.collect()  # the first full collection freezes what survives it
         survivor = [[i] for i in range(100)]  # made since: walked by the next
         walked = {id(o) for o in gc.get_objects()}
         assert id(survivor) in walked
         gc.collect()
         assert id(survivor) not in {id(o) for o in gc.get_objects()}, "a survivor still walked"
-        # A cycle frozen alive, then dropped: no collection frees it until a thaw.
-        a, b = Node(), Node()
-        a.other, b.other = b, a
-        gone = weakref.ref(a)
-        gc.collect()  # frozen now
-        del a, b
-        for _ in range(REFREEZE.full % THAW_EVERY, THAW_EVERY - 1):
+        [gone] = dead_frozen_cycles(1)
+        assert refreeze.full == 3 and not refreeze.thawing
+        for _ in range(refreeze.full, THAW_EVERY - 1):
             gc.collect()
             assert gone() is not None, "a frozen cycle was collected before a thaw"
+        assert refreeze.thawing
         gc.collect()  # the THAW_EVERY-th: walks everything
         assert gone() is None, "a cycle that died frozen outlived the thaw"
     finally:
-        REFREEZE.stop()
+        refreeze.stop()
+
+
+def test_thaws_that_free_little_come_ever_more_rarely_and_one_that_pays_brings_them_back(
+    unfrozen: None,
+) -> None:
+    """The interval between thaws doubles after each that frees fewer than THAW_PAYS
+    objects, up to THAW_EVERY_MAX, and a thaw that frees more sets it back."""
+    REFREEZE.stop()
+    gc.unfreeze()
+    gc.collect()  # the garbage of earlier tests is not this test's thaws' to free
+    refreeze = Refreeze()
+    refreeze.start()
+
+    def collections_to_thaw() -> int:
+        done = 0
+        while not refreeze.thawing:
+            gc.collect()
+            done += 1
+        gc.collect()  # the thaw
+        return done + 1
+
+    try:
+        assert collections_to_thaw() == THAW_EVERY
+        assert refreeze.last_freed < THAW_PAYS
+        interval = THAW_EVERY
+        while interval < THAW_EVERY_MAX:
+            interval *= 2
+            assert refreeze.interval == interval
+            assert collections_to_thaw() == interval
+        assert refreeze.interval == THAW_EVERY_MAX
+        refs = dead_frozen_cycles(THAW_PAYS)  # two nodes and their dicts each: it pays
+        while not refreeze.thawing:
+            gc.collect()
+            assert all(r() is not None for r in refs[:10])
+        gc.collect()
+        assert all(r() is None for r in refs) and refreeze.last_freed >= THAW_PAYS
+        assert refreeze.interval == THAW_EVERY
+    finally:
+        refreeze.stop()
 
 
 def test_a_replaced_graph_is_freed_by_the_next_full_collection_though_it_was_frozen(
