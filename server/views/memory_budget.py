@@ -18,6 +18,16 @@ budget of state; bench/vote.py measures all three.
 
 Invariant: 1 <= ratio <= 8 (an estimate is not trusted above real memory, nor more than
 eight times below it).
+
+RSS is read by `sample`, which its callers run without the dataflow lock; `to_free`, under
+the lock, uses the last sample. Reading /proc is a system call, which gives up the
+interpreter lock: a thread that did so while holding the dataflow lock waited for the
+interpreter lock to come back behind whichever thread had taken it, up to the switch
+interval (50 ms in the server's process when the hit replica answers hits,
+scheduler/gil_policy.py), and every thread waiting for the dataflow lock waited with it. In
+bench/hits_under_load.py's busy phase at full scale (a probe timing each check), the apply's
+check took 10-56 ms, where the estimate alone takes about 1, whenever it read RSS, dozens of
+times in 100 s: each one a step that long.
 """
 
 from __future__ import annotations
@@ -69,10 +79,15 @@ def format_bytes(value: int) -> str:
 
 class MemoryBudget:
     def __init__(
-        self, budget: int, rss: Callable[[], int] = process_rss, interval: float = _INTERVAL
+        self,
+        budget: int,
+        rss: Callable[[], int] = process_rss,
+        interval: float = _INTERVAL,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.budget = budget
         self._rss = rss
+        self._clock = clock
         self.baseline = rss()
         self._interval = interval
         self._next = 0.0
@@ -80,16 +95,24 @@ class MemoryBudget:
         self._peak_estimate = 0
         self.ratio = 1.0
         self.last_rss = self.baseline
+        self._sampled: int | None = None  # read by `sample`, not yet used by `to_free`
         self.evictions = 0  # eviction rounds run
 
+    def sample(self) -> None:
+        """Reads RSS, at most once an interval (call it without the dataflow lock: see the
+        module's docstring). Threads may call it together: at worst both read."""
+        now = self._clock()
+        if now >= self._next:
+            self._next = now + self._interval
+            self._sampled = self._rss()
+
     def to_free(self, estimated: Callable[[], int]) -> int:
-        """Estimated bytes of partial state to evict now (0: none); `estimated` gives the
-        states' estimate."""
-        now = time.monotonic()
-        if now < self._next:
+        """Estimated bytes of partial state to evict now (0: none), once per RSS sample
+        (`sample`); `estimated` gives the states' estimate."""
+        rss, self._sampled = self._sampled, None
+        if rss is None:
             return 0
-        self._next = now + self._interval
-        rss = self.last_rss = self._rss()
+        self.last_rss = rss
         estimate = estimated()
         if rss > self._peak:
             grown = estimate - self._peak_estimate

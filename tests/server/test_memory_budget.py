@@ -41,20 +41,56 @@ def test_process_rss_is_this_process() -> None:
         block.close()
 
 
+def sampled(budget: MemoryBudget) -> MemoryBudget:
+    """`budget` after its RSS was read (outside the dataflow lock, in the server)."""
+    budget.sample()
+    return budget
+
+
+def test_rss_is_read_by_sample_at_most_once_an_interval_and_never_by_to_free() -> None:
+    """The read of /proc is a system call, which the dataflow lock's holders must not make
+    (memory_budget.py): `to_free` uses the last sample, once, and reads nothing itself."""
+    reads: list[int] = []
+    clock = [0.0]
+
+    def rss() -> int:
+        reads.append(1)
+        return (100 + 100 * len(reads)) * MIB
+
+    budget = MemoryBudget(64 * MIB, rss=rss, interval=0.05, clock=lambda: clock[0])
+    assert len(reads) == 1  # the baseline
+    budget.ratio = 2.0
+    assert budget.to_free(lambda: 40 * MIB) == 0, "evicted without a sample"
+    assert len(reads) == 1
+    budget.sample()
+    assert len(reads) == 2
+    assert budget.to_free(lambda: 40 * MIB) > 0  # 80 MiB real: over
+    assert budget.last_rss == 300 * MIB
+    assert budget.to_free(lambda: 40 * MIB) == 0, "one sample used twice"
+    clock[0] += 0.04
+    budget.sample()  # within the interval: no read
+    assert len(reads) == 2 and budget.to_free(lambda: 40 * MIB) == 0
+    clock[0] += 0.02
+    budget.sample()
+    assert len(reads) == 3 and budget.last_rss == 300 * MIB  # not yet used
+    budget.to_free(lambda: 40 * MIB)
+    assert budget.last_rss == 400 * MIB
+
+
 def test_evicts_when_the_calibrated_state_passes_the_budget_and_to_eighty_percent_of_it() -> None:
     series = [100 * MIB]
     budget = MemoryBudget(64 * MIB, rss=lambda: series[-1], interval=0)
-    assert budget.to_free(lambda: 10 * MIB) == 0  # 10 MiB estimated, ratio 1: under
+    assert sampled(budget).to_free(lambda: 10 * MIB) == 0  # 10 MiB estimated, ratio 1: under
     series.append(130 * MIB)  # +30 MiB real for +10 MiB estimated: ratio (1 + 3) / 2
-    assert budget.to_free(lambda: 10 * MIB) == 0
+    assert sampled(budget).to_free(lambda: 10 * MIB) == 0
     assert budget.ratio == 2.0
     series.append(170 * MIB)  # +40 real for +10 estimated: ratio (2 + 4) / 2 = 3; 60 real
-    assert budget.to_free(lambda: 20 * MIB) == 0
+    assert sampled(budget).to_free(lambda: 20 * MIB) == 0
     assert budget.ratio == 3.0
     series.append(180 * MIB)  # +10 real for +5 estimated: ratio 2.5; 25 x 2.5 = 62.5 real
-    assert budget.to_free(lambda: 25 * MIB) == 0
+    assert sampled(budget).to_free(lambda: 25 * MIB) == 0
     series.append(200 * MIB)  # +20 for +5: ratio 3.25; 30 x 3.25 = 97.5 > 64: evict
-    need = budget.to_free(lambda: 30 * MIB)
+    need = sampled(budget).to_free(lambda: 30 * MIB)
     assert budget.ratio == 3.25
     assert need == 30 * MIB - int(0.8 * 64 * MIB / 3.25)
 
@@ -65,9 +101,9 @@ def test_rss_that_stays_high_after_an_eviction_does_not_evict_again() -> None:
     series = [100 * MIB, 300 * MIB]
     budget = MemoryBudget(64 * MIB, rss=lambda: series[-1], interval=0)
     budget.ratio = 2.0
-    assert budget.to_free(lambda: 40 * MIB) > 0  # 80 MiB real: over
+    assert sampled(budget).to_free(lambda: 40 * MIB) > 0  # 80 MiB real: over
     for _ in range(5):
-        assert budget.to_free(lambda: 25 * MIB) == 0  # evicted to 50 real; RSS unchanged
+        assert sampled(budget).to_free(lambda: 25 * MIB) == 0  # evicted to 50 real; RSS unchanged
     assert budget.ratio == 2.0
 
 
@@ -75,10 +111,10 @@ def test_the_ratio_stays_within_its_bounds() -> None:
     series = [0]
     budget = MemoryBudget(1 << 40, rss=lambda: series[-1], interval=0)
     series.append(1000 * MIB)  # a huge RSS step for a small estimate: capped at 8
-    budget.to_free(lambda: 2 * MIB)
+    sampled(budget).to_free(lambda: 2 * MIB)
     series.append(1001 * MIB)
-    budget.to_free(lambda: 40 * MIB)
+    sampled(budget).to_free(lambda: 40 * MIB)
     assert 1.0 <= budget.ratio <= 8.0
     series.append(1002 * MIB)  # less real than estimated: not below 1
-    budget.to_free(lambda: 400 * MIB)
+    sampled(budget).to_free(lambda: 400 * MIB)
     assert budget.ratio >= 1.0
