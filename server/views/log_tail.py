@@ -15,6 +15,7 @@ import numpy as np
 
 from pomoview.dataflow.state.keyed_state import Key, Row
 from pomoview.server.types import LoggedBatch, SourceChange, Tuple_, Value
+from pomoview.server.views.tail_runs import Run, appended
 
 # The int64 range: an int key outside it is in no batch whose keys are an int64 array.
 _INT64 = (-(1 << 63), (1 << 63) - 1)
@@ -86,7 +87,8 @@ class LogTail:
     search per batch. A lookup builds the indexes its Spark answers need before it takes
     the dataflow lock (`prepare`): built in its round, under the lock, they were most of a
     cold miss's hold of it under a write load (py-spy, bench/hits_under_load.py), and the
-    apply waited that long.
+    apply waited that long. For one int key column, `prepare` builds runs instead, each over
+    many batches (tail_runs.py): the binary searches per batch were then most of the hold.
     """
 
     def __init__(self, base: int, batches: Iterable[LoggedBatch] = ()) -> None:
@@ -94,10 +96,15 @@ class LogTail:
         self.batches: list[LoggedBatch] = [b for b in batches if b.epoch > base]
         # (epoch, source, positions) -> that batch's index; removed with the batch.
         self._indexes: dict[tuple[int, str, tuple[int, ...]], _BatchIndex] = {}
-        # Guards `_indexes` and `base` against `prepare`, which runs without the dataflow
-        # lock. Invariant: no index is held for a batch at or below `base` once `trim_through`
-        # returned (prepare checks `base` under this lock before it adds one).
+        # (source, position) -> the runs of its batches by one int column (tail_runs.py), in
+        # epoch order: replaced whole, so a fetch reads one version without a lock.
+        self._runs: dict[tuple[str, int], tuple[Run, ...]] = {}
+        # Guards `_indexes`, `_runs` and `base` against `prepare`, which runs without the
+        # dataflow lock. Invariant: no index is held for a batch at or below `base`, nor a run
+        # whose batches all are, once `trim_through` returned (prepare checks `base` under
+        # this lock before it adds one).
         self._index_lock = threading.Lock()
+        self._build_lock = threading.Lock()  # one `prepare` builds runs at a time
 
     def append(self, batch: LoggedBatch) -> None:
         assert not self.batches or batch.epoch > self.batches[-1].epoch
@@ -117,14 +124,21 @@ class LogTail:
             self.base = max(self.base, epoch)
             going = [k for k in self._indexes if k[0] <= epoch]
             dropped: list[object] = [self._indexes.pop(k) for k in going]
+            for at, runs in self._runs.items():
+                dropped += [r for r in runs if r.last <= epoch]
+                self._runs[at] = tuple(r for r in runs if r.last > epoch)
         return [trimmed, dropped]
 
     def prepare(self, source: str, positions: Sequence[int], after: int) -> int:
         """Builds the indexes that `key_operations(source, positions, ..., after, ...)` will
         read, for the batches the tail holds now; the only method called without the
-        dataflow lock. Returns how many it built. Batches appended later are indexed by
-        the fetch itself, under the lock, as before."""
+        dataflow lock. Returns how many batches it indexed. Batches appended later are
+        indexed by the fetch itself, under the lock, as before."""
         at_positions = tuple(positions)
+        if len(at_positions) == 1:
+            covered = self._prepare_runs(source, at_positions[0])
+            if covered is not None:
+                return covered
         built = 0
         for batch in list(self.batches):  # a copy: the apply appends, the flusher trims
             at = (batch.epoch, source, at_positions)
@@ -138,9 +152,28 @@ class LogTail:
                     built += 1
         return built
 
+    def _prepare_runs(self, source: str, position: int) -> int | None:
+        """A run of the batches after the last run of (`source`, `position`), merged as
+        tail_runs.py says; how many batches it covers, or None when their keys are not all
+        64-bit ints (then `prepare` indexes them per batch)."""
+        with self._build_lock:
+            at = (source, position)
+            runs = self._runs.get(at, ())
+            since = max(runs[-1].last if runs else 0, self.base)
+            batches = [b for b in list(self.batches) if b.epoch > since]  # a copy, as above
+            if not batches:
+                return 0
+            run = Run.of(batches, source, position)
+            if run is None:
+                return None
+            merged = appended(runs, run)
+            with self._index_lock:
+                self._runs[at] = tuple(r for r in merged if r.last > self.base)
+            return len(batches)
+
     def indexes(self) -> int:
-        """How many batch indexes are held (each dropped with its batch)."""
-        return len(self._indexes)
+        """How many batch indexes and runs are held (each dropped with its batches)."""
+        return len(self._indexes) + sum(len(runs) for runs in self._runs.values())
 
     def _index(self, batch: LoggedBatch, source: str, positions: tuple[int, ...]) -> _BatchIndex | None:
         change = batch.changes.get(source)
@@ -169,8 +202,18 @@ class LogTail:
         wanted = set(keys)
         ints = [k[0] for k in wanted if len(k) == 1 and type(k[0]) is int and _INT64[0] <= k[0] <= _INT64[1]]
         int_keys = np.unique(np.array(ints, dtype=np.int64)) if len(positions) == 1 else None
+        covered = after  # the batches through this epoch are read (or not wanted)
+        if int_keys is not None:
+            for run in self._runs.get((source, positions[0]), ()):
+                if run.last <= covered:
+                    continue
+                if run.first > through:
+                    break
+                if len(int_keys):
+                    yield from run.operations(int_keys, after, through)
+                covered = run.last
         for batch in self.batches:
-            if batch.epoch <= after:
+            if batch.epoch <= covered:
                 continue
             if batch.epoch > through:
                 break

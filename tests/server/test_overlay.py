@@ -8,7 +8,7 @@ from __future__ import annotations
 import gc
 import random
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import pytest
 
@@ -105,15 +105,16 @@ def test_a_trim_hands_back_what_it_dropped_and_it_is_freed_in_slices() -> None:
 def test_prepare_racing_a_trim_keeps_no_index_of_a_trimmed_batch(monkeypatch: pytest.MonkeyPatch) -> None:
     """`prepare` runs without the dataflow lock: a flush may trim the batch it is indexing.
     A gate holds prepare inside the index of batch 1 while the tail is trimmed through 2;
-    the index it then finishes is not kept (nothing would ever drop it), batch 3's is."""
-    batches = [LoggedBatch(e, {"vote": SourceChange(((e, 1), (e, 2)), ())}) for e in range(1, 4)]
+    the index it then finishes is not kept (nothing would ever drop it), batch 3's is.
+    String keys: indexed per batch (int keys take runs, the next test)."""
+    batches = [LoggedBatch(e, {"vote": SourceChange(((f"s{e}", 1), (f"s{e}", 2)), ())}) for e in range(1, 4)]
     tail = LogTail(0, batches)
     inside, release = threading.Event(), threading.Event()
     real = log_tail._BatchIndex
 
     class Gated(real):  # type: ignore[misc, valid-type]
         def __init__(self, change: SourceChange, positions: tuple[int, ...]) -> None:
-            if change.inserts[0][0] == 1:
+            if change.inserts[0][0] == "s1":
                 inside.set()
                 assert release.wait(10)
             super().__init__(change, positions)
@@ -128,8 +129,81 @@ def test_prepare_racing_a_trim_keeps_no_index_of_a_trimmed_batch(monkeypatch: py
     worker.join(10)
     assert built == [1]  # batch 3 only (batch 2 was trimmed before prepare reached it)
     assert tail.indexes() == 1
-    assert set(tail.overlay("vote", [], 2, 3, (0,), [(3,)])) == {(3, 1), (3, 2)}
+    assert set(tail.overlay("vote", [], 2, 3, (0,), [("s3",)])) == {("s3", 1), ("s3", 2)}
     assert tail.indexes() == 1  # the overlay found batch 3's index ready
+
+
+def test_prepare_racing_a_trim_keeps_no_run_of_trimmed_batches_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same race for a run (int keys): a gate holds prepare inside the run of batches 1
+    and 2 while the tail is trimmed through 2; the run is not kept. A run that reaches past
+    the trim is kept, and a fetch after the trim reads only its later operations."""
+    batches = [LoggedBatch(e, {"vote": SourceChange(((e, 1), (e % 2, 2)), ())}) for e in range(1, 3)]
+    tail = LogTail(0, batches)
+    inside, release = threading.Event(), threading.Event()
+    real = log_tail.Run
+
+    class Gated(real):  # type: ignore[misc, valid-type]
+        @classmethod
+        def of(cls, batches: list[LoggedBatch], source: str, position: int) -> log_tail.Run | None:
+            if batches[0].epoch == 1:
+                inside.set()
+                assert release.wait(10)
+            return real.of(batches, source, position)
+
+    monkeypatch.setattr(log_tail, "Run", Gated)
+    worker = threading.Thread(target=lambda: tail.prepare("vote", (0,), 0))
+    worker.start()
+    assert inside.wait(10)
+    tail.trim_through(2)
+    release.set()
+    worker.join(10)
+    assert tail.indexes() == 0
+    for e in (3, 4):
+        tail.append(LoggedBatch(e, {"vote": SourceChange(((e, 1), (e % 2, 2)), ())}))
+    assert tail.prepare("vote", (0,), 2) == 2 and tail.indexes() == 1
+    tail.trim_through(3)  # the run of 3 and 4 reaches past it: kept
+    assert tail.indexes() == 1
+    assert sorted(tail.key_operations("vote", (0,), [(4,), (0,), (3,)], 3, 4)) == [((0, 2), 1), ((4, 1), 1)]
+
+
+def per_key(operations: Iterable[tuple[Tuple_, int]]) -> dict[object, list[tuple[Tuple_, int]]]:
+    """Operations grouped by their first column, each group in the order given."""
+    out: dict[object, list[tuple[Tuple_, int]]] = {}
+    for t, op in operations:
+        out.setdefault(t[0], []).append((t, op))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_runs_answer_as_the_batches_do_and_stay_few(seed: int) -> None:
+    """A tail prepared after every append (runs merged over and over) gives each keyed
+    fetch the operations a tail indexed per batch gives, in the same order per key, for
+    windows ending before its last batch too; the runs stay logarithmic in the operations."""
+    rng = random.Random(seed)
+    runs, batches = LogTail(0), LogTail(0)
+    for epoch in range(1, 300):
+        ins = tuple({(rng.randrange(12), rng.randrange(50)) for _ in range(rng.randrange(8))})
+        dels = tuple({(rng.randrange(12), rng.randrange(50)) for _ in range(rng.randrange(3))} - set(ins))
+        changes = {"vote": SourceChange(ins, dels)} if ins or dels or rng.random() < 0.5 else {}
+        for tail in (runs, batches):
+            tail.append(LoggedBatch(epoch, changes))
+        runs.prepare("vote", (0,), 0)
+        ops = sum(len(b.changes["vote"].inserts) + len(b.changes["vote"].deletes)
+                  for b in runs.batches if "vote" in b.changes)
+        assert runs.indexes() <= ops.bit_length() + 2, (runs.indexes(), ops)
+        if epoch % 60 == 0:
+            for tail in (runs, batches):
+                tail.trim_through(epoch - 40)
+        if epoch % 5:
+            continue
+        keys = [(rng.randrange(13),) for _ in range(rng.randrange(1, 4))]
+        after = rng.randrange(runs.base, epoch + 1)
+        through = rng.randrange(after, epoch + 1)
+
+        got, expected = (
+            per_key(t.key_operations("vote", (0,), keys, after, through)) for t in (runs, batches)
+        )
+        assert got == expected, (epoch, keys, after, through)
 
 
 def test_the_tails_indexes_leave_no_large_container_for_the_collector_to_walk() -> None:
