@@ -406,11 +406,14 @@ class Scheduler:
     def stats(self) -> Stats:
         view = self.view_state
         memory = view.memory
-        rss, lag = process_rss(), self.applier.lag()  # neither needs the dataflow lock
+        rss = process_rss()
+        # The lag and the epochs of one instant, before the reading of the graph, which may
+        # wait for a step's end: none of them needs the dataflow lock.
+        lag, applied, durable = self.applier.lag(), view.applied_epoch, view.durable_epoch
         graph = self.graph_stats.read()  # without waiting behind a running step (graph_stats.py)
         return Stats(
-            applied_epoch=view.applied_epoch,
-            durable_epoch=view.durable_epoch,
+            applied_epoch=applied,
+            durable_epoch=durable,
             flushed_epoch=self.store.version,
             upqueries=self.counters.upqueries,
             spark_jobs=self.counters.spark_jobs,
@@ -423,7 +426,7 @@ class Scheduler:
             partial_state_bytes=graph.partial_bytes,
             eviction_rounds=memory.evictions if memory else 0,
             apply_lag_seconds=lag,
-            apply_lag_epochs=view.durable_epoch - view.applied_epoch,
+            apply_lag_epochs=durable - applied,
             states_epoch=graph.epoch,
         )
 

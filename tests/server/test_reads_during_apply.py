@@ -282,3 +282,32 @@ def test_the_dataflow_lock_holds_are_measured_by_holder(scheduler: Scheduler) ->
     writer.join(60)
     in_thread(lambda: s.lookup(VIEW, [row(id=1)], min_epoch=first + 1))  # the step has ended
     assert held("dataflow", "sum") - before >= shown
+
+
+def test_a_steps_batches_leave_the_lag_when_its_epoch_is_published(scheduler: Scheduler) -> None:
+    """The apply lag is the age of the oldest durable batch not yet applied: a step's
+    batches count until the view publishes its epoch, not until the step's last chores
+    (a gate holds the step at its lock's release, after the publish)."""
+    s = scheduler
+    s.install(VOTES)
+    first = s.write([("article", [row(id=1, title="a")], [])])
+    s.lookup(VIEW, [row(id=1)], min_epoch=first)
+    s.stats()  # a reading of the graph, which Stats answers while the step holds the lock
+    entered, gate = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        if threading.current_thread().name == "dataflow" and not gate.is_set():
+            entered.set()
+            assert gate.wait(60)
+
+    s.view_state.on_release(hold)
+    try:
+        epoch = s.write([("vote", [row(article_id=1, user_id=1)], [])])
+        assert entered.wait(60)
+        assert s.view_state.applied_epoch == epoch  # published, the step not ended
+        stats = s.stats()
+        assert (stats.applied_epoch, stats.durable_epoch, stats.apply_lag_epochs) == (epoch, epoch, 0)
+        assert s.applier.lag() == 0.0 and stats.apply_lag_seconds == 0.0
+    finally:
+        gate.set()
+        s.view_state.on_release(None)
