@@ -146,7 +146,9 @@ def run(config: BusyConfig, stop: Any, ready: Any, results: Any) -> None:
                 done = time.monotonic()
                 applied, durable = int(stats["applied_epoch"]), int(stats["durable_epoch"])  # type: ignore[call-overload]
                 lag = float(stats["apply_lag_seconds"])  # type: ignore[arg-type]
-                logs.samples.append(((sent + done) / 2, applied, durable, done - sent, lag))
+                # Dated at the call's start: Stats reads the epochs and the lag first (at one
+                # instant, before it may wait for a step's end to read the graph).
+                logs.samples.append((sent, applied, durable, done - sent, lag))
                 due += config.sample_every
                 halt.wait(max(0.0, due - time.monotonic()))
 

@@ -31,7 +31,8 @@ Over the busy phase's measured windows: votes/s acknowledged (the writer's log) 
 seconds: as the server reports it (`apply_lag_seconds`, the age of its oldest durable batch
 not yet applied, at the instant it read the epochs), and from the client's side (the age of
 the oldest acknowledged write not yet applied, from the writer's acknowledgment times, at
-the midpoint of the `stats()` call: off by up to half the call); the subscription's lag
+the start of the `stats()` call, when the server reads the epochs, give or take its wait
+for a thread); the subscription's lag
 (each change's arrival minus the acknowledgment of the write of its epoch). Then write ->
 visible at rest (1 vote, then a lookup with min_epoch; p50, p99). Last, 50 answers (hot and
 cold ids) checked against numpy counts of every vote loaded and written, and the

@@ -62,7 +62,7 @@ def busy_figures(logs: busy_load.Logs, span: tuple[float, float]) -> dict[str, A
     else:
         out["applied_votes_per_s"] = 0.0
     lag_epochs = [float(d - a) for _, a, d, *_ in samples]
-    # Client-side: biased by the call's own time (the sample is dated at its midpoint).
+    # Client-side: the sample is dated at the call's start (Stats reads the epochs first).
     lag_s = [log.oldest_unapplied_age(t, a) for t, a, *_ in samples]
     server_lag = [lag for *_, lag in samples]  # the server's, at the instant it read the epochs
     stats_s = [s for *_, s, _ in samples]
@@ -181,7 +181,7 @@ def print_table(out: dict[str, Any], args: argparse.Namespace) -> None:
             f"mean first/last fifth {first:.1f} / {last:.1f}",
         ),
         (
-            "busy: apply lag p50 / p99 ms (oldest acked unapplied, at the call's midpoint)",
+            "busy: apply lag p50 / p99 ms (oldest acked unapplied, at the call's start)",
             f"{ms(busy['lag_s']['p50'])} / {ms(busy['lag_s']['p99'])}",
             "",
             f"max {ms(busy['lag_s_max'])} ms, {busy['samples']} samples",

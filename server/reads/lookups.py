@@ -201,7 +201,6 @@ class Lookups:
         missed = False
         try:
             while True:
-                state.sample_memory()  # for the eviction check below, before the lock
                 with state.lock:
                     if state.program is not program:
                         raise Unavailable("the program was replaced during the lookup; retry")

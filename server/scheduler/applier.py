@@ -192,7 +192,6 @@ class Applier:
         """Applies consecutive `batches` as one step, published at the last one's epoch."""
         view = self._view
         last = batches[-1].epoch
-        view.sample_memory()  # before the lock: see memory_budget.py
         with view.lock:
             view.begin_apply()
             try:

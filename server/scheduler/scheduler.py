@@ -235,8 +235,15 @@ class Scheduler:
         )
 
     def start(self) -> None:
-        loops = (self.applier.run, "dataflow"), (self.flusher.flush_loop, "flusher")
-        for target, name in (*loops, (self.introspection.run, "introspection")):
+        loops: list[tuple[Callable[[], None], str]] = [
+            (self.applier.run, "dataflow"),
+            (self.flusher.flush_loop, "flusher"),
+            (self.introspection.run, "introspection"),
+        ]
+        memory = self.view_state.memory
+        if memory is not None:  # RSS for the memory budget, read on no other thread
+            loops.append((lambda: memory.run(self._stopping), "memory"))
+        for target, name in loops:
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
             self.threads.append(thread)

@@ -19,12 +19,13 @@ budget of state; bench/vote.py measures all three.
 Invariant: 1 <= ratio <= 8 (an estimate is not trusted above real memory, nor more than
 eight times below it).
 
-RSS is read by `sample`, which its callers run without the dataflow lock; `to_free`, under
-the lock, uses the last sample. Reading /proc is a system call, which gives up the
-interpreter lock: a thread that did so while holding the dataflow lock waited for the
-interpreter lock to come back behind whichever thread had taken it, up to the switch
-interval (50 ms in the server's process when the hit replica answers hits,
-scheduler/gil_policy.py), and every thread waiting for the dataflow lock waited with it. In
+RSS is read on a thread of its own (`run`, the scheduler's "memory" thread) every interval;
+`to_free`, under the dataflow lock, uses the last sample, once. Reading /proc is a system
+call, which gives up the interpreter lock: a thread that did so waited for the interpreter
+lock to come back behind whichever thread had taken it, up to the switch interval (50 ms in
+the server's process when the hit replica answers hits, scheduler/gil_policy.py). Under the
+dataflow lock every thread waiting for it waited too, and on the apply's thread, even
+outside the lock, the step waited. In
 bench/hits_under_load.py's busy phase at full scale (a probe timing each check), the apply's
 check took 10-56 ms, where the estimate alone takes about 1, whenever it read RSS, dozens of
 times in 100 s: each one a step that long.
@@ -34,7 +35,7 @@ from __future__ import annotations
 
 import os
 import re
-import time
+import threading
 from collections.abc import Callable
 
 _PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -83,14 +84,11 @@ class MemoryBudget:
         budget: int,
         rss: Callable[[], int] = process_rss,
         interval: float = _INTERVAL,
-        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.budget = budget
         self._rss = rss
-        self._clock = clock
         self.baseline = rss()
         self._interval = interval
-        self._next = 0.0
         self._peak = self.baseline
         self._peak_estimate = 0
         self.ratio = 1.0
@@ -99,12 +97,14 @@ class MemoryBudget:
         self.evictions = 0  # eviction rounds run
 
     def sample(self) -> None:
-        """Reads RSS, at most once an interval (call it without the dataflow lock: see the
-        module's docstring). Threads may call it together: at worst both read."""
-        now = self._clock()
-        if now >= self._next:
-            self._next = now + self._interval
-            self._sampled = self._rss()
+        """Reads RSS for the next `to_free` (never under the dataflow lock: see the module's
+        docstring)."""
+        self._sampled = self._rss()
+
+    def run(self, stopping: threading.Event) -> None:
+        """Samples RSS every interval until `stopping` is set (the memory thread)."""
+        while not stopping.wait(self._interval):
+            self.sample()
 
     def to_free(self, estimated: Callable[[], int]) -> int:
         """Estimated bytes of partial state to evict now (0: none), once per RSS sample

@@ -316,15 +316,9 @@ class ViewState:
                     raise DeadlineExceeded(f"epoch {min_epoch} was not applied in time")
                 self.lock.wait(timeout=remaining)
 
-    def sample_memory(self) -> None:
-        """Reads the process's RSS for the next `enforce_budget`, when it is due (caller
-        does NOT hold the lock: the read is a system call, see memory_budget.py)."""
-        if self.memory is not None:
-            self.memory.sample()
-
     def enforce_budget(self) -> None:
         """Evicts partial state when the process's memory is over the budget, as of the
-        last `sample_memory` (caller holds the lock; memory_budget.py says when,
+        memory thread's last sample (caller holds the lock; memory_budget.py says when,
         dataflow/state/eviction.py what)."""
         memory, graph = self.memory, self.graph
         if memory is None or graph is None:

@@ -5,6 +5,7 @@ the calibration of estimated bytes to real ones and no spiral once memory is reu
 from __future__ import annotations
 
 import mmap
+import threading
 
 import pytest
 
@@ -47,17 +48,17 @@ def sampled(budget: MemoryBudget) -> MemoryBudget:
     return budget
 
 
-def test_rss_is_read_by_sample_at_most_once_an_interval_and_never_by_to_free() -> None:
-    """The read of /proc is a system call, which the dataflow lock's holders must not make
-    (memory_budget.py): `to_free` uses the last sample, once, and reads nothing itself."""
+def test_rss_is_read_by_sample_and_never_by_to_free() -> None:
+    """The read of /proc is a system call, which the apply and the dataflow lock's holders
+    must not make (memory_budget.py): `to_free` uses the last sample, once, and reads
+    nothing itself."""
     reads: list[int] = []
-    clock = [0.0]
 
     def rss() -> int:
         reads.append(1)
         return (100 + 100 * len(reads)) * MIB
 
-    budget = MemoryBudget(64 * MIB, rss=rss, interval=0.05, clock=lambda: clock[0])
+    budget = MemoryBudget(64 * MIB, rss=rss)
     assert len(reads) == 1  # the baseline
     budget.ratio = 2.0
     assert budget.to_free(lambda: 40 * MIB) == 0, "evicted without a sample"
@@ -67,14 +68,28 @@ def test_rss_is_read_by_sample_at_most_once_an_interval_and_never_by_to_free() -
     assert budget.to_free(lambda: 40 * MIB) > 0  # 80 MiB real: over
     assert budget.last_rss == 300 * MIB
     assert budget.to_free(lambda: 40 * MIB) == 0, "one sample used twice"
-    clock[0] += 0.04
-    budget.sample()  # within the interval: no read
-    assert len(reads) == 2 and budget.to_free(lambda: 40 * MIB) == 0
-    clock[0] += 0.02
-    budget.sample()
-    assert len(reads) == 3 and budget.last_rss == 300 * MIB  # not yet used
-    budget.to_free(lambda: 40 * MIB)
-    assert budget.last_rss == 400 * MIB
+    assert len(reads) == 2
+
+
+def test_the_memory_thread_samples_until_stopped() -> None:
+    reads: list[int] = []
+    third = threading.Event()
+
+    def rss() -> int:
+        reads.append(1)
+        if len(reads) == 4:  # the baseline and three samples
+            third.set()
+        return 100 * MIB
+
+    budget = MemoryBudget(64 * MIB, rss=rss, interval=0.001)
+    stopping = threading.Event()
+    thread = threading.Thread(target=budget.run, args=(stopping,))
+    thread.start()
+    assert third.wait(10)
+    stopping.set()
+    thread.join(10)
+    assert not thread.is_alive()
+    assert budget.to_free(lambda: MIB) == 0 and budget.last_rss == 100 * MIB  # a sample used
 
 
 def test_evicts_when_the_calibrated_state_passes_the_budget_and_to_eighty_percent_of_it() -> None:
