@@ -235,18 +235,13 @@ class Scheduler:
         )
 
     def start(self) -> None:
-        loops: list[tuple[Callable[[], None], str]] = [
-            (self.applier.run, "dataflow"),
-            (self.flusher.flush_loop, "flusher"),
-            (self.introspection.run, "introspection"),
-        ]
-        memory = self.view_state.memory
-        if memory is not None:  # RSS for the memory budget, read on no other thread
-            loops.append((lambda: memory.run(self._stopping), "memory"))
-        for target, name in loops:
+        loops = (self.applier.run, "dataflow"), (self.flusher.flush_loop, "flusher")
+        for target, name in (*loops, (self.introspection.run, "introspection")):
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
             self.threads.append(thread)
+        if self.view_state.memory is not None:  # RSS for the budget, read on no other thread
+            self.threads.append(self.view_state.memory.start(self._stopping))
 
     def stop(self) -> None:
         self._stopping.set()
@@ -413,10 +408,8 @@ class Scheduler:
     def stats(self) -> Stats:
         view = self.view_state
         memory = view.memory
-        rss = process_rss()
-        # The lag and the epochs of one instant, before the reading of the graph, which may
-        # wait for a step's end: none of them needs the dataflow lock.
-        lag, applied, durable = self.applier.lag(), view.applied_epoch, view.durable_epoch
+        # The lag and the epochs at one instant, before the graph's reading (which may wait).
+        rss, lag, applied, durable = process_rss(), self.applier.lag(), view.applied_epoch, view.durable_epoch
         graph = self.graph_stats.read()  # without waiting behind a running step (graph_stats.py)
         return Stats(
             applied_epoch=applied,

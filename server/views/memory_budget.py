@@ -106,6 +106,12 @@ class MemoryBudget:
         while not stopping.wait(self._interval):
             self.sample()
 
+    def start(self, stopping: threading.Event) -> threading.Thread:
+        """`run` on a thread of its own, the memory thread, started."""
+        thread = threading.Thread(target=self.run, args=(stopping,), name="memory", daemon=True)
+        thread.start()
+        return thread
+
     def to_free(self, estimated: Callable[[], int]) -> int:
         """Estimated bytes of partial state to evict now (0: none), once per RSS sample
         (`sample`); `estimated` gives the states' estimate."""

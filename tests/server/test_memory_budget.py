@@ -83,8 +83,8 @@ def test_the_memory_thread_samples_until_stopped() -> None:
 
     budget = MemoryBudget(64 * MIB, rss=rss, interval=0.001)
     stopping = threading.Event()
-    thread = threading.Thread(target=budget.run, args=(stopping,))
-    thread.start()
+    thread = budget.start(stopping)
+    assert thread.name == "memory" and thread.daemon
     assert third.wait(10)
     stopping.set()
     thread.join(10)
