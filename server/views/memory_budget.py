@@ -25,10 +25,9 @@ call, which gives up the interpreter lock: a thread that did so waited for the i
 lock to come back behind whichever thread had taken it, up to the switch interval (50 ms in
 the server's process when the hit replica answers hits, scheduler/gil_policy.py). Under the
 dataflow lock every thread waiting for it waited too, and on the apply's thread, even
-outside the lock, the step waited. In
-bench/hits_under_load.py's busy phase at full scale (a probe timing each check), the apply's
-check took 10-56 ms, where the estimate alone takes about 1, whenever it read RSS, dozens of
-times in 100 s: each one a step that long.
+outside the lock, the step waited. In bench/hits_under_load.py's busy phase at full scale (a
+probe timing each check), the apply's check took 10-56 ms, where the estimate alone takes
+about 1, whenever it read RSS, dozens of times in 100 s: each one a step that long.
 """
 
 from __future__ import annotations

@@ -27,9 +27,16 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from pomoview.server.types import LoggedBatch, Tuple_
+from pomoview.server.types import LoggedBatch, SourceChange, Tuple_
 
 Operation = tuple[Tuple_, int]
+
+
+def operations(change: SourceChange) -> tuple[Operation, ...]:
+    """A batch's operations on one source in log order: its inserts (+1), then its deletes
+    (-1). A tuple, not a list: the collector stops tracking a tuple of untracked tuples of
+    atoms once it has looked at it, where a list stays tracked for life."""
+    return (*((t, 1) for t in change.inserts), *((t, -1) for t in change.deletes))
 
 
 class Run:
@@ -49,23 +56,16 @@ class Run:
     def of(cls, batches: Sequence[LoggedBatch], source: str, position: int) -> Run | None:
         """The run of `batches` (consecutive, in epoch order) on `source` by the column at
         `position`; None when a key is not a 64-bit int (log_tail indexes per batch then)."""
-        ops: list[Operation] = []
-        counts: list[int] = []
-        for batch in batches:
-            change = batch.changes.get(source)
-            n = 0
-            if change is not None:
-                ops += [(t, 1) for t in change.inserts]
-                ops += [(t, -1) for t in change.deletes]
-                n = len(change.inserts) + len(change.deletes)
-            counts.append(n)
+        per_batch = [operations(c) if (c := b.changes.get(source)) else () for b in batches]
+        ops = tuple(itertools.chain.from_iterable(per_batch))
         column = [t[position] for t, _ in ops]
         keys = np.array(column, dtype=None if column else np.int64)
         # A bool would pass as 0 or 1 (an int64 array of them is exact, but not their type).
         if keys.dtype != np.int64 or bool in set(map(type, column)):
             return None
+        counts = [len(o) for o in per_batch]
         epochs = np.repeat(np.array([b.epoch for b in batches], dtype=np.int64), counts)
-        return cls(batches[0].epoch, batches[-1].epoch, tuple(ops), epochs, keys)
+        return cls(batches[0].epoch, batches[-1].epoch, ops, epochs, keys)
 
     def __len__(self) -> int:
         return len(self.ops)
