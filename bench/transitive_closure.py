@@ -1,6 +1,7 @@
 """Transitive closure over nested time: from scratch vs one-edge updates.
 
     .venv/bin/python bench/transitive_closure.py [--nodes 2000] [--edges 8000] [--updates 5]
+        [--reps 1] [--no-clingo] [--memory]
 
 Builds the DBSP circuit tc(x, z) :- edge(x, z); tc(x, z) :- tc(x, y), edge(y, z)
 (a child circuit with an incremental join and DistinctTrace), computes the
@@ -14,12 +15,22 @@ Every update's result is checked against BFS so the figures are of right
 answers. Peak memory is the process's peak RSS; `--memory` also measures the memory the
 circuit keeps per closure pair after the first epoch (tracemalloc, which slows every step:
 its times are not comparable with a run without it).
+
+clingo beside it, in the same run (issue 25's targets are against it): a process of its own
+grounds and solves the same two rules over the same edges, timed (ground, then solve), with
+its peak RSS and its count of `tc` atoms checked against BFS; left out with a note when the
+module is missing, or with `--no-clingo`. With `--reps N` the from-scratch epoch (a new
+circuit each time) and clingo alternate N times (A B A B) and the table shows medians; the
+one-edge updates run on the first circuit. The circuit's memory is the process's RSS growth
+over its first from-scratch epoch (later ones reuse freed memory); clingo's its peak RSS
+above what its process held before grounding.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import multiprocessing
 import random
 import resource
 import statistics
@@ -80,14 +91,67 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def main() -> None:
+def rss_mib() -> float:
+    """The process's resident memory now (Linux), in MiB."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize() / 2**20
+
+
+CLINGO_RULES = "tc(X, Z) :- edge(X, Z).\ntc(X, Z) :- tc(X, Y), edge(Y, Z).\n#show tc/2.\n"
+
+
+def clingo_closure(edges: list[Edge]) -> dict[str, float]:
+    """clingo over `edges` (run in a process of its own): ground and solve seconds, the tc
+    atoms of its model, and its peak RSS above its RSS before grounding (MiB)."""
+    import clingo
+
+    control = clingo.Control(["--warn=none"])
+    control.add("base", [], "".join(f"edge({a},{b}).\n" for a, b in edges) + CLINGO_RULES)
+    before = rss_mib()
+    started = time.perf_counter()
+    control.ground([("base", [])])
+    ground_s = time.perf_counter() - started
+    pairs = [0]
+
+    def on_model(model: clingo.Model) -> None:
+        pairs[0] = len(model.symbols(shown=True))
+
+    started = time.perf_counter()
+    control.solve(on_model=on_model)
+    solve_s = time.perf_counter() - started
+    return {"ground_s": ground_s, "solve_s": solve_s, "pairs": pairs[0], "rss_mib": peak_rss_mib() - before}
+
+
+def run_clingo(edges: set[Edge]) -> dict[str, float]:
+    """`clingo_closure` in a spawned process (its memory is its own, and ours stays ours)."""
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        return pool.apply(clingo_closure, (sorted(edges),))
+
+
+def clingo_available() -> bool:
+    try:
+        import clingo  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=2000)
     parser.add_argument("--edges", type=int, default=8000)
     parser.add_argument("--updates", type=int, default=5, help="inserts and deletes to time, each")
     parser.add_argument("--seed", type=int, default=20261121)
     parser.add_argument("--memory", action="store_true", help="trace allocations: bytes kept per pair")
-    args = parser.parse_args()
+    parser.add_argument("--reps", type=int, default=1, help="from-scratch epochs and clingo runs, alternated")
+    parser.add_argument("--no-clingo", dest="clingo", action="store_false", help="leave out clingo")
+    args = parser.parse_args(argv)
+    if args.reps < 1:
+        parser.error("--reps must be >= 1")
+    notes = []
+    if args.clingo and not clingo_available():
+        args.clingo = False
+        notes.append("clingo: the python module is not installed; its rows are left out")
     rng = random.Random(args.seed)
     edges: set[Edge] = set()
     while len(edges) < args.edges:
@@ -100,11 +164,12 @@ def main() -> None:
     if args.memory:
         tracemalloc.start()
     circuit, out, child = closure_circuit()
-    rss_before = peak_rss_mib()
+    rss_before, rss_now_before = peak_rss_mib(), rss_mib()
     traced_before = tracemalloc.get_traced_memory()[0]
     started = time.perf_counter()
     first = circuit.step({"edge": ZSet({e: 1 for e in edges})})[id(out)]
     scratch_s = time.perf_counter() - started
+    growth_mib = rss_mib() - rss_now_before
     # The first epoch allocates millions of objects, which sooner or later costs CPython one
     # full cyclic-GC pass over all of them. Run it here and show it, rather than let it land
     # on whichever update comes first.
@@ -124,6 +189,19 @@ def main() -> None:
         first = ZSet(dict(child.totals[0].items()))
     closure = ZSet(dict(first.items()))
     assert set(closure.positive()) == want and len(closure) == len(want), "closure differs from BFS"
+    scratch, clingos = [scratch_s], []
+    for rep in range(args.reps):  # A B A B: clingo, then (after the first) a new circuit
+        if args.clingo:
+            clingos.append(run_clingo(edges))
+            assert clingos[-1]["pairs"] == len(want), f"clingo found {clingos[-1]['pairs']:,} pairs"
+        if rep + 1 < args.reps:
+            again, again_out, _ = closure_circuit()
+            started = time.perf_counter()
+            got = again.step({"edge": ZSet({e: 1 for e in edges})})[id(again_out)]
+            scratch.append(time.perf_counter() - started)
+            assert isinstance(got, ZSet) and len(got) == len(want), "closure differs from BFS"
+            del again, again_out, got
+            gc.collect()
     print(
         f"graph: {args.nodes} nodes, {len(edges)} edges; closure {len(closure):,} pairs "
         f"after {child.iterations} iterations{kept}\n"
@@ -165,6 +243,10 @@ def main() -> None:
     print("| step | ms | x cheaper than from scratch | closure changes | iterations |")
     print("|---|---|---|---|---|")
     print(f"| from scratch (circuit) | {scratch_s * 1000:,.0f} | 1.0 | {len(want):,} | - |")
+    if args.reps > 1:
+        each = ", ".join(f"{t * 1000:,.0f}" for t in scratch)
+        median_ms = statistics.median(scratch) * 1000
+        print(f"| from scratch, median of {args.reps} ({each}) | {median_ms:,.0f} | - | - | - |")
     print(f"| full GC pass after it | {gc_s * 1000:,.0f} | - | - | - |")
     for kind in dict.fromkeys(k for k, _, _, _ in rows):
         times = [t for k, t, _, _ in rows if k == kind]
@@ -178,6 +260,24 @@ def main() -> None:
         f"(the circuit from scratch takes {scratch_s / bfs_s:,.1f}x as long)"
     )
     print(f"peak RSS: {peak_rss_mib():,.0f} MiB (before the first epoch: {rss_before:,.0f} MiB)")
+    pairs = len(want)
+    print(
+        f"RSS growth over the first from-scratch epoch: {growth_mib:,.0f} MiB, "
+        f"{growth_mib * 2**20 / pairs:,.0f} bytes per pair"
+    )
+    if clingos:
+        ground = statistics.median(c["ground_s"] for c in clingos)
+        total = statistics.median(c["ground_s"] + c["solve_s"] for c in clingos)
+        rss = statistics.median(c["rss_mib"] for c in clingos)
+        median_scratch = statistics.median(scratch)
+        print(
+            f"peer: clingo {pairs:,} tc atoms, median of {len(clingos)}: ground {ground * 1000:,.0f} ms, "
+            f"ground and solve {total * 1000:,.0f} ms, peak RSS growth {rss:,.0f} MiB "
+            f"({rss * 2**20 / pairs:,.0f} bytes per pair); the circuit from scratch / clingo's ground: "
+            f"{median_scratch / ground:,.2f}x time, {growth_mib / rss if rss else float('nan'):,.2f}x memory"
+        )
+    for note in notes:
+        print(f"note: {note}")
 
 
 if __name__ == "__main__":
