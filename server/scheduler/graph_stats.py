@@ -10,7 +10,8 @@ Stats also reports need no lock at all. So a reading of the graph is taken under
 either by the Stats call itself when it gets the lock within `wait`, or by the apply at the
 end of a step (`after_step`), and kept (`last`):
 
-- a call that gets the lock within `wait` takes a reading (a quiet server: always);
+- a call that gets the lock within `wait` takes a reading, unless the last one still holds
+  (a quiet server polled again: then it is the answer);
 - otherwise, if the last reading still holds, it answers with it at once; and it asks the
   apply for a reading at the end of its running step (`wanted`);
 - otherwise it tries again: the step ends within one step, and then either the lock is free
@@ -74,7 +75,10 @@ class GraphStats:
                 assert last.epoch <= view.applied_epoch, (last.epoch, view.applied_epoch)
                 return last
         try:
-            return self._take()
+            last = self.last
+            # Nothing changed since a reading that still holds: walking every state again
+            # would describe the same graph (a quiet server polled by Stats or a scrape).
+            return last if last is not None and self.holds(last) else self._take()
         finally:
             lock.release()
 
