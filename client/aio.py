@@ -189,6 +189,14 @@ class AsyncClient:
         self._attributes = messages.relation_attributes(resp.relations)
         return messages.describe_result(resp)
 
+    async def evict(
+        self, view: str | None = None, keys: Sequence[Mapping[str, object]] | None = None
+    ) -> dict[str, int]:
+        """Drops the cached state of `keys` of `view` (None: every key of the view; no view:
+        every key of every partial state); see `Client.evict`."""
+        request = messages.evict_request(view, keys)
+        return messages.evict_result(await self._call(self._stub.Evict, request))
+
     async def stats(self) -> dict[str, object]:
         """Returns the server's counters and readers (see `StatsResponse`)."""
         return messages.stats_result(await self._call(self._stub.Stats, pb.StatsRequest()))

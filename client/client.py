@@ -205,6 +205,17 @@ class Client:
         self._attributes = messages.relation_attributes(resp.relations)
         return messages.describe_result(resp)
 
+    def evict(
+        self, view: str | None = None, keys: Sequence[Mapping[str, object]] | None = None
+    ) -> dict[str, int]:
+        """Drops the server's cached state of `keys` of `view` (None: every key of the view's
+        readers; no view: every key of every partial state, the states above the readers
+        too); the next lookups fetch it again, with the same answers. Full states and keys a
+        subscription pins stay. Returns {keys_evicted, pinned_keys, estimated_bytes, epoch}:
+        the keys evicted where asked, the asked keys left because they are pinned, what the
+        partial states' estimate of their bytes fell by, and the applied epoch then."""
+        return messages.evict_result(self._call(self._stub.Evict, messages.evict_request(view, keys)))
+
     def stats(self) -> dict[str, object]:
         """Returns the server's counters and readers (see `StatsResponse`)."""
         return messages.stats_result(self._call(self._stub.Stats, pb.StatsRequest()))

@@ -240,6 +240,22 @@ def describe_result(resp: pb.DescribeResponse) -> dict[str, object]:
     }
 
 
+def evict_request(view: str | None, keys: Sequence[Mapping[str, object]] | None) -> pb.EvictRequest:
+    """Keys of `view` to evict (None: every key of it); no view: every key of every partial
+    state (keys without a view are refused by the server)."""
+    return pb.EvictRequest(view=view or "", keys=[dict_to_row(k) for k in keys or ()])
+
+
+def evict_result(resp: pb.EvictResponse) -> dict[str, int]:
+    """Returns {keys_evicted, pinned_keys, estimated_bytes, epoch}."""
+    return {
+        "keys_evicted": resp.keys_evicted,
+        "pinned_keys": resp.pinned_keys,
+        "estimated_bytes": resp.estimated_bytes,
+        "epoch": resp.epoch,
+    }
+
+
 def stats_result(resp: pb.StatsResponse) -> dict[str, object]:
     """Returns the `StatsResponse` fields as a dict; `readers` and `states` (one per dataflow
     node, inputs first) as lists of dicts."""

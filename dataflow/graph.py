@@ -24,7 +24,7 @@ from pomoview.dataflow.operators.demand_gate import DemandGate
 from pomoview.dataflow.operators.reader import Reader
 from pomoview.dataflow.operators.source_index import SourceIndex
 from pomoview.dataflow.operators.source_slice import SourceSlice
-from pomoview.dataflow.state.eviction import Evicted, evict, partial_state_bytes
+from pomoview.dataflow.state.eviction import Evicted, evict, evict_all, partial_state_bytes
 from pomoview.dataflow.state.keyed_pair import KeyedPair
 from pomoview.dataflow.state.keyed_state import Key, KeyedState, Row, evictions
 from pomoview.dataflow.zset import ZSet
@@ -147,6 +147,31 @@ class Graph(Generic[ReaderName]):
         evicted = evict(self.nodes, need)
         self.release_demand()
         return evicted
+
+    def evict_everything(self) -> Evicted:
+        """Evicts every unpinned key of every partial state (eviction.py's `evict_all`), and
+        retracts the demand no state below holds any more."""
+        evicted = evict_all(self.nodes)
+        self.release_demand()
+        return evicted
+
+    def evict_reader_keys(self, name: ReaderName, keys: Collection[Key] | None) -> tuple[Evicted, int]:
+        """Evicts `keys` (None: every key) from reader `name` where present and not pinned by
+        a subscription, and retracts the demand no state below holds any more; returns what
+        it evicted and how many of the keys it left because they are pinned. The states
+        above keep their keys (other readers may read them). A full reader evicts nothing:
+        it answers a key it does not hold as empty, so dropping one would change answers."""
+        reader = self.readers[name]
+        state = reader.state
+        if not reader.partial:
+            return Evicted(), 0
+        present = state.keys() if keys is None else [k for k in dict.fromkeys(keys) if state.is_present(k)]
+        pinned = [k for k in present if k in state.pinned]
+        before = self.partial_bytes()
+        victims = [k for k in present if k not in state.pinned]
+        count = reader.evict_own(victims) if victims else 0
+        self.release_demand()
+        return Evicted(count, max(0, before - self.partial_bytes()), 1 if count else 0), len(pinned)
 
     def release_demand(self) -> int:
         """Retracts the demand of the keys evicted below every DemandGate (one step each

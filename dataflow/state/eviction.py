@@ -128,6 +128,34 @@ def evict(nodes: Sequence[Node], need: int, *, max_steps: int = 256) -> Evicted:
     return out
 
 
+def evict_all(nodes: Sequence[Node]) -> Evicted:
+    """Evicts every key of every partial state, but a key a subscription pins and a key whose
+    eviction would reach a pinned key below (an eviction asked for by name: the server's
+    Evict). Passes over the states until one evicts nothing, since an eviction above takes
+    the keys derived from it below too; unlike `evict`, it tests each key of a shielded
+    state whose victims reach a pin, never giving up after a few probes."""
+    out = Evicted()
+    before = partial_state_bytes(nodes)
+    while True:
+        held = shielded(nodes)
+        evicted = 0
+        for node in nodes:
+            state = node.eviction_state()
+            if state is None:
+                continue
+            victims = [k for k in state.keys() if k not in state.pinned]
+            if victims and id(node) in held and node.own_eviction_reaches_pinned(victims):
+                victims = [k for k in victims if not node.own_eviction_reaches_pinned([k])]
+            if victims:
+                evicted += node.evict_own(victims)
+                out.steps += 1
+        out.keys += evicted
+        if not evicted:
+            break
+    out.estimated_bytes = max(0, before - partial_state_bytes(nodes))
+    return out
+
+
 def _bytes(node: Node) -> int:
     summary = node.state_summary()
     return 0 if summary is None else summary.bytes

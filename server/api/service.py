@@ -20,6 +20,7 @@ from pomoview.server.api.answers import FORMS, ColumnEncoder, RowAnswer, answer_
 from pomoview.server.api.requests import KeyShapes, lookup_keys, side, typed_row
 from pomoview.server.errors import ServiceError
 from pomoview.server.load.bulk_load import Progress
+from pomoview.server.reads.evictions import evict
 from pomoview.server.reads.lookups import view_relation
 from pomoview.server.reads.pages import Page, check_page, cut_page
 from pomoview.server.scheduler.scheduler import Scheduler
@@ -440,6 +441,23 @@ class ViewService(pb_grpc.ViewServiceServicer):
             replica_hits=self._replica_hits() if self._replica_hits is not None else 0,
             states_epoch=stats.states_epoch,
         )
+
+    def Evict(self, request: pb.EvictRequest, context: grpc.ServicerContext) -> pb.EvictResponse:
+        """Evicts keys of a view, every key of a view, or every key of every partial state
+        (server/reads/evictions.py)."""
+
+        def run() -> pb.EvictResponse:
+            self.scheduler.limits.check("max_lookup_keys", "the number of keys to evict", len(request.keys))
+            keys = [typed_row(k, f"keys[{i}]") for i, k in enumerate(request.keys)]
+            done = evict(self.scheduler.view_state, request.view or None, keys)
+            return pb.EvictResponse(
+                keys_evicted=done.keys,
+                pinned_keys=done.pinned,
+                estimated_bytes=done.estimated_bytes,
+                epoch=done.epoch,
+            )
+
+        return self._call(context, run)
 
     def Load(
         self, request: pb.LoadRequest, context: grpc.ServicerContext

@@ -247,6 +247,19 @@ LOAD: tuple[Argument, ...] = (
     arg("--no-header", action="store_true", help="CSV without a header line: columns in declared order"),
 )
 
+EVICT: tuple[Argument, ...] = (
+    arg("view", nargs="?", default=None, metavar="VIEW", help="the view (default: every view)"),
+    arg(
+        "--key",
+        action="append",
+        nargs="+",
+        default=[],
+        metavar="KEY",
+        help="a key of VIEW to evict (a JSON object, or name=value pairs); repeat for more "
+        "(default: every key of VIEW)",
+    ),
+)
+
 STATS: tuple[Argument, ...] = (arg("--json", action="store_true", help="print the stats as JSON"),)
 
 EXPLAIN: tuple[Argument, ...] = (arg("view", metavar="VIEW"),)

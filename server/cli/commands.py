@@ -315,6 +315,21 @@ def cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_evict(args: argparse.Namespace) -> int:
+    """Evicts keys of a view, every key of a view, or everything partial; prints what it did."""
+    if args.key and args.view is None:
+        raise UsageError("--key needs the VIEW it belongs to")
+    keys = [parse_key(tokens) for tokens in args.key]
+    with client_from_args(args) as db:
+        done = db.evict(args.view, keys or None)
+    what = f"{len(keys)} keys of {args.view}" if keys else "every key of " + (args.view or "every view")
+    print(
+        f"evicted {done['keys_evicted']} keys ({what}; {done['pinned_keys']} pinned by subscriptions "
+        f"left, about {done['estimated_bytes']:,} bytes) at epoch {done['epoch']}"
+    )
+    return 0
+
+
 def cmd_explain(args: argparse.Namespace) -> int:
     """Draws a view's dataflow as SVG or DOT (server/explain.py), or prints it as a tree."""
     with client_from_args(args) as db:
@@ -416,6 +431,15 @@ COMMANDS: tuple[Command | Callable[[Any, argparse.ArgumentParser], None], ...] =
     ),
     add_subscribe_parser,
     Command("stats", cmd_stats, help="print server stats", arguments=arguments.STATS),
+    Command(
+        "evict",
+        cmd_evict,
+        help="drop cached state: keys of a view, a view, or everything",
+        description="Drop the server's cached (partial) state: the given keys of VIEW, every key "
+        "of VIEW's readers, or, without VIEW, every key of every partial state. The next lookups "
+        "fetch it again, with the same answers. Full states and keys a subscription pins stay.",
+        arguments=arguments.EVICT,
+    ),
     Command(
         "explain",
         cmd_explain,

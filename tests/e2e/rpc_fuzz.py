@@ -21,6 +21,7 @@ _REFUSALS = {
     "Lookup": ("INVALID_ARGUMENT", "RESOURCE_EXHAUSTED", "NOT_FOUND", "OUT_OF_RANGE"),
     "Describe": ("INVALID_ARGUMENT", "NOT_FOUND"),
     "Stats": ("INVALID_ARGUMENT",),
+    "Evict": ("INVALID_ARGUMENT", "RESOURCE_EXHAUSTED", "NOT_FOUND", "FAILED_PRECONDITION"),
     "Load": ("INVALID_ARGUMENT", "RESOURCE_EXHAUSTED", "NOT_FOUND", "FAILED_PRECONDITION"),
 }
 ALLOWED: dict[str, set[grpc.StatusCode]] = {
@@ -167,6 +168,14 @@ def lookup_requests(draw: st.DrawFn) -> pb.LookupRequest:
 
 describe_requests = st.builds(
     pb.DescribeRequest, view=st.one_of(st.sampled_from(VIEWS), st.text(max_size=40))
+)
+
+
+# Evictions change no answer (the last test's seeded lookup checks that too).
+evict_requests = st.builds(
+    pb.EvictRequest,
+    view=st.one_of(st.sampled_from(VIEWS), st.text(max_size=40)),
+    keys=st.lists(rows, max_size=3),
 )
 
 

@@ -385,6 +385,7 @@ STRATEGIES: dict[str, st.SearchStrategy[bytes]] = {
     "Lookup": fz.lookup_requests().map(lambda r: r.SerializeToString()),
     "Describe": fz.describe_requests.map(lambda r: r.SerializeToString()),
     "Stats": st.just(b""),
+    "Evict": fz.evict_requests.map(lambda r: r.SerializeToString()),
     "Load": fz.load_requests(readable=False).map(lambda r: r.SerializeToString()),
 }
 # The sweep also loads files that exist, which runs Spark jobs.
@@ -393,8 +394,10 @@ SWEEP_STRATEGIES = {
     "Load": fz.load_requests(readable=True).map(lambda r: r.SerializeToString()),
 }
 # CI: about 25 s in all on this 2-core machine; `-m slow`: the sweep. Load runs Spark jobs.
-CI_EXAMPLES = {"Install": 30, "Write": 30, "Lookup": 60, "Describe": 30, "Stats": 10, "Load": 20}
-SWEEP_EXAMPLES = {"Install": 400, "Write": 600, "Lookup": 400, "Describe": 150, "Stats": 50, "Load": 60}
+CI_EXAMPLES = {"Install": 30, "Write": 30, "Lookup": 60, "Describe": 30, "Stats": 10, "Evict": 20, "Load": 20}
+SWEEP_EXAMPLES = {
+    "Install": 400, "Write": 600, "Lookup": 400, "Describe": 150, "Stats": 50, "Evict": 150, "Load": 60
+}
 # Epochs committed by fuzz requests that were valid (a write or load not touching the seeded
 # article): the durable epoch must have moved by exactly these, and nothing else.
 COMMITTED: list[int] = []

@@ -105,6 +105,22 @@ def test_subscriptions_and_installs_pass_through(server: ServerProcess) -> None:
         db.install(VOTES.read_text())
 
 
+def test_an_evicted_key_leaves_the_replicas_copy(server: ServerProcess) -> None:
+    """Evict at the server drops the key from the replica's copy too (the feed sends the
+    eviction, in order, before the write after it): a write that meets the evicted key is
+    dropped at the server, so a copy left at the replica would answer it stale."""
+    with server.client() as db:
+        db.write("article", insert=[{"id": 600, "title": "e"}])
+        epoch = db.write("vote", insert=[{"article_id": 600, "user_id": 1}])
+        assert db.lookup("articleWithVotes", {"id": 600}, min_epoch=epoch)[0]["votes"] == 1
+        hits = db.stats()["replica_hits"]
+        db.lookup("articleWithVotes", {"id": 600})
+        wait_until("a hit at the replica", lambda: db.stats()["replica_hits"] > hits)
+        assert db.evict("articleWithVotes", [{"id": 600}])["keys_evicted"] == 1
+        epoch = db.write("vote", insert=[{"article_id": 600, "user_id": 2}])
+        assert db.lookup("articleWithVotes", {"id": 600}, min_epoch=epoch)[0]["votes"] == 2
+
+
 def test_the_replica_ends_with_its_killed_server(tmp_path: Path) -> None:
     server = ServerProcess(tmp_path / "data", program=VOTES, extra_args=["--hit-replica"]).start()
     pid = replica_pid(server)

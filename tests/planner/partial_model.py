@@ -183,8 +183,12 @@ class Model:
 
     def evict(self, rng: random.Random) -> str | None:
         """Memory pressure: evicts one to three keys of a random partial state (the least
-        recently used ones, or at random), with what below was derived from them. Returns
-        what it did, or None when no partial state has a present key."""
+        recently used ones, or at random), with what below was derived from them; or, once
+        in eight, an eviction asked for by name (the server's Evict): every key of every
+        partial state, or some or all keys of a reader. Returns what it did, or None when
+        no partial state has a present key."""
+        if rng.random() < 0.125:
+            return self.evict_by_name(rng)
         nodes = [
             n
             for n in self.partial.graph.nodes
@@ -204,6 +208,32 @@ class Model:
         assert evicted == len(keys), f"{node.describe()}: {evicted} of {keys} were present"
         assert all(state.get(k) is None for k in keys)
         return f"evict {keys} at {node.describe()}"
+
+    def evict_by_name(self, rng: random.Random) -> str:
+        """`Graph.evict_everything` or `Graph.evict_reader_keys`, checked: what it evicts is
+        gone (every unpinned key of every partial state, or the reader's keys asked)."""
+        graph = self.partial.graph
+        # The fully materialized graph (the reference) keeps everything: a full reader answers
+        # a key it does not hold as empty, so an eviction there would change the answers.
+        full = self.full.graph
+        assert full.evict_everything().keys == 0
+        for name in full.readers:
+            assert full.evict_reader_keys(name, None)[0].keys == 0
+        readers = [name for name, r in graph.readers.items() if r.partial and r.state.present_keys()]
+        if not readers or rng.random() < 0.4:
+            done = graph.evict_everything()
+            for node in graph.nodes:
+                state = node.eviction_state()
+                assert state is None or all(k in state.pinned for k in state.keys()), node.describe()
+            return f"evict by name: everything ({done.keys} keys)"
+        name = rng.choice(readers)
+        state = graph.readers[name].state
+        present = sorted(state.keys(), key=repr)
+        keys = None if rng.random() < 0.3 else rng.sample(present, rng.randint(1, len(present)))
+        done, pinned = graph.evict_reader_keys(name, None if keys is None else [*keys, ("absent",)])
+        gone = present if keys is None else keys
+        assert done.keys == len(gone) - pinned and all(state.get(k) is None for k in gone), (done, gone)
+        return f"evict by name: {'every key' if keys is None else keys} of reader {name}"
 
     # -- invariants -------------------------------------------------------------------------
 

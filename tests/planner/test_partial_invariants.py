@@ -212,6 +212,8 @@ def run_case(
                 if done is not None:
                     log.append(f"{step}: {done}")
                     seen["memory evictions"] += 1
+                    if done.startswith("evict by name"):
+                        seen["evictions by name"] += 1
             elif roll < 0.35:
                 batch = batches(rng, source_program, model.store)  # type: ignore[arg-type]
                 log.append(f"{step}: write {batch}")
@@ -346,6 +348,7 @@ MUST_SEE = (
     "dropped",
     "evictions",
     "memory evictions",
+    "evictions by name",
     "partial TopK",
 )
 # Counted, not required of every block: a refill needs a delete inside a cut window of a

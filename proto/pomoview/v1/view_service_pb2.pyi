@@ -241,6 +241,26 @@ class StatsRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class EvictRequest(_message.Message):
+    __slots__ = ("view", "keys")
+    VIEW_FIELD_NUMBER: _ClassVar[int]
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    view: str
+    keys: _containers.RepeatedCompositeFieldContainer[Row]
+    def __init__(self, view: _Optional[str] = ..., keys: _Optional[_Iterable[_Union[Row, _Mapping]]] = ...) -> None: ...
+
+class EvictResponse(_message.Message):
+    __slots__ = ("keys_evicted", "pinned_keys", "estimated_bytes", "epoch")
+    KEYS_EVICTED_FIELD_NUMBER: _ClassVar[int]
+    PINNED_KEYS_FIELD_NUMBER: _ClassVar[int]
+    ESTIMATED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    keys_evicted: int
+    pinned_keys: int
+    estimated_bytes: int
+    epoch: int
+    def __init__(self, keys_evicted: _Optional[int] = ..., pinned_keys: _Optional[int] = ..., estimated_bytes: _Optional[int] = ..., epoch: _Optional[int] = ...) -> None: ...
+
 class ReaderStats(_message.Message):
     __slots__ = ("view", "key", "partial", "present_keys")
     VIEW_FIELD_NUMBER: _ClassVar[int]

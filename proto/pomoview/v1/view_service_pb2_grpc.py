@@ -59,6 +59,11 @@ class ViewServiceStub:
                 request_serializer=pomoview_dot_v1_dot_view__service__pb2.StatsRequest.SerializeToString,
                 response_deserializer=pomoview_dot_v1_dot_view__service__pb2.StatsResponse.FromString,
                 _registered_method=True)
+        self.Evict = channel.unary_unary(
+                '/pomoview.v1.ViewService/Evict',
+                request_serializer=pomoview_dot_v1_dot_view__service__pb2.EvictRequest.SerializeToString,
+                response_deserializer=pomoview_dot_v1_dot_view__service__pb2.EvictResponse.FromString,
+                _registered_method=True)
         self.Load = channel.unary_stream(
                 '/pomoview.v1.ViewService/Load',
                 request_serializer=pomoview_dot_v1_dot_view__service__pb2.LoadRequest.SerializeToString,
@@ -99,6 +104,12 @@ class ViewServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Stats(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Evict(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -147,6 +158,11 @@ def add_ViewServiceServicer_to_server(servicer, server):
                     servicer.Stats,
                     request_deserializer=pomoview_dot_v1_dot_view__service__pb2.StatsRequest.FromString,
                     response_serializer=pomoview_dot_v1_dot_view__service__pb2.StatsResponse.SerializeToString,
+            ),
+            'Evict': grpc.unary_unary_rpc_method_handler(
+                    servicer.Evict,
+                    request_deserializer=pomoview_dot_v1_dot_view__service__pb2.EvictRequest.FromString,
+                    response_serializer=pomoview_dot_v1_dot_view__service__pb2.EvictResponse.SerializeToString,
             ),
             'Load': grpc.unary_stream_rpc_method_handler(
                     servicer.Load,
@@ -294,6 +310,33 @@ class ViewService:
             '/pomoview.v1.ViewService/Stats',
             pomoview_dot_v1_dot_view__service__pb2.StatsRequest.SerializeToString,
             pomoview_dot_v1_dot_view__service__pb2.StatsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Evict(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pomoview.v1.ViewService/Evict',
+            pomoview_dot_v1_dot_view__service__pb2.EvictRequest.SerializeToString,
+            pomoview_dot_v1_dot_view__service__pb2.EvictResponse.FromString,
             options,
             channel_credentials,
             insecure,

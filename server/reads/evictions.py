@@ -1,0 +1,67 @@
+"""Evictions asked for by name (the Evict RPC, `pomoview evict`): some keys of a view, every
+key of a view, or every key of every partial state.
+
+The memory budget evicts on its own (memory_budget.py, dataflow/state/eviction.py); this is
+the operator's lever: drop what a view holds for some keys, or everything, and have the next
+lookups fetch it again, with the same answers. It changes no answer and loses nothing
+acknowledged: partial state is a cache of the sources, and writes that meet an evicted key
+are dropped there as at any missing key.
+
+What it never evicts: a full state (a full reader answers a key it does not hold as empty,
+so dropping one would change answers), a key a subscription pins, and (for every key of
+every state) a key whose eviction would reach a pinned key below. Keys of a view are evicted
+at its readers only: the states above keep theirs, which other views may read; evicting
+everything takes them too. A recursive view's keys leave their demand as the budget's
+evictions do (`Graph.release_demand`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import cast
+
+from pomoview.dataflow.state.keyed_state import Key
+from pomoview.server.errors import InvalidArgument
+from pomoview.server.reads.lookups import view_relation
+from pomoview.server.typed_rows import Rows, typed_keys
+from pomoview.server.views.view_state import ViewState
+
+
+@dataclass(frozen=True)
+class Eviction:
+    keys: int  # keys evicted where they were taken (more may have gone below)
+    pinned: int  # keys of the readers asked that a subscription pins, left present
+    estimated_bytes: int  # what the partial states' estimate fell by
+    epoch: int  # the applied epoch when it ran
+
+
+def evict(state: ViewState, view: str | None, keys: Rows | None) -> Eviction:
+    """Evicts `keys` of `view` (None: every key of the view), or, with no view, every key of
+    every partial state; raises NotFound for an unknown view and InvalidArgument for keys
+    that do not fit it."""
+    program = state.require_program()
+    if view is None:
+        if keys:
+            raise InvalidArgument("keys to evict need the view they belong to")
+    else:
+        relation = view_relation(program, view)
+        if keys:
+            key_attrs, typed = typed_keys(relation, view, keys)
+    with state.lock:
+        holder = state.graph
+        if holder is None:
+            return Eviction(0, 0, 0, state.applied_epoch)
+        graph = holder.graph
+        if view is None:
+            done = graph.evict_everything()
+            pinned = sum(len(r.state.pinned) for r in graph.readers.values() if r.partial)
+            return Eviction(done.keys, pinned, done.estimated_bytes, state.applied_epoch)
+        if keys:
+            names = [(view, key_attrs)] if (view, key_attrs) in graph.readers else []
+        else:
+            names = [name for name in graph.readers if name[0] == view]
+        evicted = pinned = freed = 0
+        for name in names:
+            done, left = graph.evict_reader_keys(name, cast(list[Key], typed) if keys else None)
+            evicted, pinned, freed = evicted + done.keys, pinned + left, freed + done.estimated_bytes
+        return Eviction(evicted, pinned, freed, state.applied_epoch)
