@@ -83,8 +83,21 @@ def test_a_recursive_view_by_key_demands_the_looked_up_keys(tmp_path: Path) -> N
             for key in (3, 27, 99):
                 got = {(r["src"], r["dst"]) for r in db.lookup("reach", {"src": key}, min_epoch=epoch)}
                 assert got == closure(edges, key), key
+            # An eviction by name (Evict) retracts the key's demand, as the budget's do.
+            assert db.evict("reach", [{"src": 3}])["keys_evicted"] == 1
+            assert demand_counts(db) == (2, 1)
+            got = {(r["src"], r["dst"]) for r in db.lookup("reach", {"src": 3})}
+            assert got == closure(edges, 3) and demand_counts(db) == (3, 1)
+            db.evict()
+            assert demand_counts(db) == (0, 4)
     finally:
         server.stop()
+
+
+def demand_counts(db: Client) -> tuple[int, int]:
+    """The gate's keys demanded and released so far ("..., N demanded, M released)")."""
+    demanded, released = (int(part.split()[0]) for part in str(gate_of(db)["detail"]).split(", ")[-2:])
+    return demanded, released
 
 
 def test_evictions_under_a_tiny_budget_retract_demand_and_answers_stay_exact(tmp_path: Path) -> None:
