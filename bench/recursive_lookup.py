@@ -34,7 +34,9 @@ Per dataset, on that server:
   (which drops every state with the dataflow). Both views share the server (one JVM boot):
   the org view's RSS figures start where the graph's ended, so read them as growth.
 
-Eviction: the server has no evict RPC; the memory budget evicts. A second server, under
+Eviction, on the same server: after the writes, `Client.evict()` (the Evict RPC) drops
+every key of every partial state; RSS a second later, against RSS before the view's first
+lookup (the goal: within 10%). Eviction by the memory budget: a second server, under
 `--memory-budget 1K`, looks up the first key and `--evict-keys` of the keys the partial
 server demanded (it reads the sources whole, `--whole-source-rows` past their size; the
 budget, checked at most every 50 ms after lookups that fill state, evicts some keys as they
@@ -306,6 +308,11 @@ def run_dataset(server: Server, ds: Dataset, pairs: np.ndarray, args: argparse.N
     # An edge out of k changes the answer of every demanded key whose closure holds k.
     out["updates"]["answers"] = [1 + sum(k in c for c in closures.values()) for k in updated]
     out["rss_held"] = rss(db)
+    # Evict (everything partial): the view's keys, their demand and the states above go; a
+    # second later, RSS against where the view's first lookup started.
+    out["evicted"] = db.evict()
+    time.sleep(1.0)
+    out["rss_evicted"], out["state_evicted"] = rss(db), state_of(db, ds)
     return out
 
 

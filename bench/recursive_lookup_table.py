@@ -32,6 +32,7 @@ def dataset_rows(r: dict[str, Any]) -> list[tuple[str, ...]]:
     unmeasured = ", ".join(st["unmeasured"]) or "none"
     full = f"{'' if r['full_exact'] else '~'}{r['full']:,}"
     held, first = r["rss_held"] - r["rss_before"], r["rss_first"] - r["rss_before"]
+    evicted = r["rss_evicted"] - r["rss_before"]
     return [
         (
             "first lookup of the view (sources hydrated whole) s",
@@ -81,6 +82,13 @@ def dataset_rows(r: dict[str, Any]) -> list[tuple[str, ...]]:
         ("server RSS MiB: before the view's first lookup", mib(r["rss_before"]), ""),
         ("server RSS MiB: after it (sources hydrated whole)", mib(r["rss_first"]), f"+{mib(first)}"),
         ("server RSS MiB: after every lookup and write", mib(r["rss_held"]), f"+{mib(held)}"),
+        (
+            "server RSS MiB: 1 s after Evict of everything",
+            mib(r["rss_evicted"]),
+            f"{evicted / 2**20:+,.0f} MiB ({100 * evicted / r['rss_before']:+.1f}% of before; goal within "
+            f"10%); {r['evicted']['keys_evicted']:,} keys evicted, "
+            f"{r['state_evicted']['reader']:,} reader rows left",
+        ),
     ]
 
 

@@ -34,6 +34,9 @@ def test_the_recursive_lookup_benchmark_runs_at_a_tiny_scale(capsys: pytest.Capt
         assert len(r["zipf"]["cold"]) + len(r["zipf"]["warm"]) == 30
         assert r["state"]["reader"] == r["closures"] <= r["full"]
         assert len(r["updates"]["insert"]) == len(r["updates"]["delete"]) == 1
+        # Evict of everything on the same server: no reader row left, every demand released.
+        assert r["evicted"]["keys_evicted"] > 0 and r["state_evicted"]["reader"] == 0, r["state_evicted"]
+        assert any(" 0 demanded" in g for g in r["state_evicted"]["gate"]), r["state_evicted"]["gate"]
         evict = out["evict"][ds.name]
         # The budget evicts during the lookups too, so the write's eviction is what is
         # checked: no key is left, and the gate released every key it demanded.
