@@ -12,7 +12,8 @@ so dropping one would change answers), a key a subscription pins, and (for every
 every state) a key whose eviction would reach a pinned key below. Keys of a view are evicted
 at its readers only: the states above keep theirs, which other views may read; evicting
 everything takes them too. A recursive view's keys leave their demand as the budget's
-evictions do (`Graph.release_demand`).
+evictions do (`Graph.release_demand`). Then the process gives the freed memory back to the OS
+(`give_back_memory`), outside the lock.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pomoview.dataflow.state.keyed_state import Key
 from pomoview.server.errors import InvalidArgument
 from pomoview.server.reads.lookups import view_relation
 from pomoview.server.typed_rows import Rows, typed_keys
+from pomoview.server.views.memory_budget import give_back_memory
 from pomoview.server.views.view_state import ViewState
 
 
@@ -35,33 +37,47 @@ class Eviction:
     epoch: int  # the applied epoch when it ran
 
 
+# The keys asked for: their attributes (in the view's order) and their values.
+Asked = tuple[tuple[str, ...], list[Key]]
+
+
 def evict(state: ViewState, view: str | None, keys: Rows | None) -> Eviction:
     """Evicts `keys` of `view` (None: every key of the view), or, with no view, every key of
     every partial state; raises NotFound for an unknown view and InvalidArgument for keys
     that do not fit it."""
     program = state.require_program()
-    if view is None:
-        if keys:
-            raise InvalidArgument("keys to evict need the view they belong to")
-    else:
+    asked: Asked | None = None
+    if view is None and keys:
+        raise InvalidArgument("keys to evict need the view they belong to")
+    if view is not None:
         relation = view_relation(program, view)
         if keys:
             key_attrs, typed = typed_keys(relation, view, keys)
+            asked = key_attrs, cast(list[Key], typed)  # a Value is a Key's object
     with state.lock:
-        holder = state.graph
-        if holder is None:
-            return Eviction(0, 0, 0, state.applied_epoch)
-        graph = holder.graph
-        if view is None:
-            done = graph.evict_everything()
-            pinned = sum(len(r.state.pinned) for r in graph.readers.values() if r.partial)
-            return Eviction(done.keys, pinned, done.estimated_bytes, state.applied_epoch)
-        if keys:
-            names = [(view, key_attrs)] if (view, key_attrs) in graph.readers else []
-        else:
-            names = [name for name in graph.readers if name[0] == view]
-        evicted = pinned = freed = 0
-        for name in names:
-            done, left = graph.evict_reader_keys(name, cast(list[Key], typed) if keys else None)
-            evicted, pinned, freed = evicted + done.keys, pinned + left, freed + done.estimated_bytes
-        return Eviction(evicted, pinned, freed, state.applied_epoch)
+        done = _evict_locked(state, view, asked)
+    if done.keys:
+        give_back_memory()
+    return done
+
+
+def _evict_locked(state: ViewState, view: str | None, asked: Asked | None) -> Eviction:
+    """`evict` under the dataflow lock, the keys checked."""
+    holder = state.graph
+    if holder is None:
+        return Eviction(0, 0, 0, state.applied_epoch)
+    graph = holder.graph
+    if view is None:
+        done = graph.evict_everything()
+        pinned = sum(len(r.state.pinned) for r in graph.readers.values() if r.partial)
+        return Eviction(done.keys, pinned, done.estimated_bytes, state.applied_epoch)
+    # A reader not built yet holds nothing (a program installed since holds other ones).
+    if asked is not None:
+        names = [(view, asked[0])] if (view, asked[0]) in graph.readers else []
+    else:
+        names = [name for name in graph.readers if name[0] == view]
+    evicted = pinned = freed = 0
+    for name in names:
+        done, left = graph.evict_reader_keys(name, None if asked is None else asked[1])
+        evicted, pinned, freed = evicted + done.keys, pinned + left, freed + done.estimated_bytes
+    return Eviction(evicted, pinned, freed, state.applied_epoch)

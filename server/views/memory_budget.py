@@ -32,6 +32,10 @@ about 1, whenever it read RSS, dozens of times in 100 s: each one a step that lo
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import functools
+import gc
 import os
 import re
 import threading
@@ -52,6 +56,30 @@ _INTERVAL = 0.05
 def process_rss() -> int:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * _PAGE
+
+
+def give_back_memory() -> None:
+    """Collects the cycles freed state left behind, then has the C allocator return its free
+    pages to the OS (glibc's `malloc_trim`; elsewhere, only the collection). For an eviction
+    asked for by name, whose caller wants RSS to fall: without it, freed state stays in the
+    process's free lists (bench/recursive_lookup.py at scale 0.1: RSS 1,064 MiB after the
+    lookups, 1,173 MiB a second after evicting every key). A collection holds the interpreter
+    lock for as long as it takes, so the apply and the budget never call it."""
+    gc.collect()
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name) if name else None
+    except OSError:
+        return None
+    trim = getattr(libc, "malloc_trim", None)
+    return trim if callable(trim) else None
 
 
 def default_budget() -> int:
