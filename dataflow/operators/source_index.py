@@ -139,11 +139,11 @@ class SourceIndex(InOrder):
         values, inserting, lowest, highest, all_inserted = packed
         rows = [items[i][0] for i in at]
         set_presence_values, insert_above = state.set_presence_values, state.insert_above
-        keys = [(key,) for key in ordered[starts].tolist()]
+        run_keys = [(key,) for key in ordered[starts].tolist()]
         # A partial state's missing keys (most of a Zipf batch's, under a write load) are found
         # in one C loop, and their rows counted as dropped without a call per key.
-        groups = state.peek_all(keys) if state.partial else [True] * len(keys)
-        runs = zip(keys, groups, starts, ends, lowest, highest, all_inserted, strict=True)
+        groups = state.peek_all(run_keys) if state.partial else [True] * len(run_keys)
+        runs = zip(run_keys, groups, starts, ends, lowest, highest, all_inserted, strict=True)
         inserted: list[Row] = []  # rows new to their keys, weighed 1 together at the end
         for key, group, start, end, low, high, inserts in runs:
             if group is None:

@@ -27,7 +27,7 @@ from pomoview.server.limits.requests import Limits
 from pomoview.server.metrics.metrics import Metrics
 from pomoview.server.replica.feed import ReplicaFeed
 from pomoview.server.scheduler.applier import DEFAULT_MAX_APPLY_LAG
-from pomoview.server.scheduler.gc_policy import GcPauses, freeze_at_start
+from pomoview.server.scheduler.gc_policy import REFREEZE, GcPauses, freeze_at_start
 from pomoview.server.scheduler.gil_policy import SWITCH_INTERVAL, set_switch_interval
 from pomoview.server.scheduler.scheduler import Scheduler
 from pomoview.server.spark.conf import SparkConf, driver_address_defaults
@@ -179,7 +179,7 @@ def serve(
             data_dir, spark, flush_interval=flush_interval, max_apply_lag=max_apply_lag, limits=limits,
             store_dir=location, full_state=full_state, binary_joins=binary_joins, memory_budget=memory_budget,
             metrics=metrics, subscription_buffer=subscription_buffer, whole_source_rows=whole_source_rows,
-            spark_timeouts=SparkTimeouts(spark_timeout, spark_write_timeout),
+            spark_timeouts=SparkTimeouts(spark_timeout, spark_write_timeout), graph_dropped=REFREEZE.thaw,
         )
     except StoreLocationError as err:
         _refuse_start(f"pomoview: {err}", spark)

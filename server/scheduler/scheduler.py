@@ -52,7 +52,6 @@ from pomoview.server.reads.upquery_jobs import UpqueryJobs
 from pomoview.server.reads.upquery_pins import UpqueryPins
 from pomoview.server.scheduler.applier import DEFAULT_MAX_APPLY_LAG, Applier
 from pomoview.server.scheduler.flusher import COMPACT_INTERVAL, COMPACT_MIN_PARTS, Flusher
-from pomoview.server.scheduler.gc_policy import REFREEZE
 from pomoview.server.scheduler.graph_stats import GraphStats
 from pomoview.server.scheduler.write_path import WritePath
 from pomoview.server.spark.deadline import WRITE_SETTING, SparkTimeouts, deadline
@@ -134,6 +133,7 @@ class Scheduler:
         limits: Limits | None = None,
         max_apply_lag: float = DEFAULT_MAX_APPLY_LAG,
         whole_source_rows: int = DEFAULT_WHOLE_SOURCE_ROWS,
+        graph_dropped: Callable[[], None] | None = None,  # serve's: gc_policy.REFREEZE.thaw
     ) -> None:
         # What one request may ask for (`serve`'s limit flags); Install's are checked here.
         self.limits = Limits() if limits is None else limits
@@ -150,8 +150,8 @@ class Scheduler:
         # schedulers in one process. `serve` passes one it already exposes.
         self.metrics = Metrics() if metrics is None else metrics
         overflows = self.metrics.subscription_overflows
-        subscriptions = Subscriptions(subscription_buffer, on_overflow=overflows.inc)
-        self.metrics.subscriptions.set_function(lambda: len(subscriptions.open))
+        subs = Subscriptions(subscription_buffer, on_overflow=overflows.inc)
+        self.metrics.subscriptions.set_function(lambda: len(subs.open))
         self.wal = WriteAheadLog(
             self.data_dir / "wal", on_fsync=self.metrics.wal_fsync_seconds.observe, files=files
         )
@@ -159,7 +159,7 @@ class Scheduler:
         self._stopping = threading.Event()
         self.threads: list[threading.Thread] = []  # joined by `stop`
         # Comparison runs: `full_state` (no partial state), `binary_joins` (no WcojJoin).
-        view = self._recover(subscriptions, memory, full_state, binary_joins, whole_source_rows)
+        view = self._recover(subs, memory, full_state, binary_joins, whole_source_rows, graph_dropped)
         self.view_state = view
         view.on_hold(self.metrics.lock_held)
         self.time_path = TimePath(view, self.store, self.data_dir)
@@ -211,6 +211,7 @@ class Scheduler:
         full_state: bool,
         binary_joins: bool,
         whole_rows: int,
+        graph_dropped: Callable[[], None] | None,
     ) -> ViewState:
         """The view state at restart: the saved program, and the logged batches after the
         store's version, all counted as applied."""
@@ -231,7 +232,7 @@ class Scheduler:
             full_state=full_state,
             binary_joins=binary_joins,
             hold_whole=WholeSources(self.store.rows_at_most, whole_rows),
-            graph_dropped=REFREEZE.thaw,
+            graph_dropped=graph_dropped,
         )
 
     def start(self) -> None:

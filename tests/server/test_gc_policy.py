@@ -163,7 +163,7 @@ def test_a_replaced_graph_is_freed_by_the_next_full_collection_though_it_was_fro
     """An install replaces the dataflow graph; what the old one held (cycles of nodes and
     their states) was frozen by an earlier full collection, and the scheduler's view state
     thaws it (`graph_dropped`) so that the next full collection frees it."""
-    scheduler = Scheduler(tmp_path / "data", lambda: spark, flush_interval=3600)
+    scheduler = Scheduler(tmp_path / "data", lambda: spark, flush_interval=3600, graph_dropped=REFREEZE.thaw)
     scheduler.start()
     try:
         scheduler.install(VOTES)
