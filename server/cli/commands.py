@@ -315,6 +315,10 @@ def cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
+def plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
 def cmd_evict(args: argparse.Namespace) -> int:
     """Evicts keys of a view, every key of a view, or everything partial; prints what it did."""
     if args.key and args.view is None:
@@ -322,10 +326,11 @@ def cmd_evict(args: argparse.Namespace) -> int:
     keys = [parse_key(tokens) for tokens in args.key]
     with client_from_args(args) as db:
         done = db.evict(args.view, keys or None)
-    what = f"{len(keys)} keys of {args.view}" if keys else "every key of " + (args.view or "every view")
+    scope = args.view or "every view"
+    what = f"{plural(len(keys), 'key')} of {scope}" if keys else f"every key of {scope}"
     print(
-        f"evicted {done['keys_evicted']} keys ({what}; {done['pinned_keys']} pinned by subscriptions "
-        f"left, about {done['estimated_bytes']:,} bytes) at epoch {done['epoch']}"
+        f"evicted {plural(done['keys_evicted'], 'key')} ({what}; {done['pinned_keys']} pinned by "
+        f"subscriptions left, about {done['estimated_bytes']:,} bytes) at epoch {done['epoch']}"
     )
     return 0
 

@@ -129,6 +129,8 @@ def test_the_command_line_evicts(server: ServerProcess) -> None:
     done = evict(VIEW, "--key", "id=70", "--key", '{"id": 71}')
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("evicted 2 keys (2 keys of articleWithVotes;"), done.stdout
+    done = evict(VIEW, "--key", "id=70")  # gone already
+    assert done.stdout.startswith("evicted 0 keys (1 key of articleWithVotes;"), done.stdout
     done = evict("--key", "id=70")
     assert done.returncode != 0 and "--key needs the VIEW" in done.stderr, done.stderr
     done = evict("nope")
