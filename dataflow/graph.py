@@ -166,12 +166,12 @@ class Graph(Generic[ReaderName]):
         if not reader.partial:
             return Evicted(), 0
         present = state.keys() if keys is None else [k for k in dict.fromkeys(keys) if state.is_present(k)]
-        pinned = [k for k in present if k in state.pinned]
-        before = self.partial_bytes()
         victims = [k for k in present if k not in state.pinned]
+        before = self.partial_bytes()
         count = reader.evict_own(victims) if victims else 0
         self.release_demand()
-        return Evicted(count, max(0, before - self.partial_bytes()), 1 if count else 0), len(pinned)
+        pinned = len(present) - len(victims)
+        return Evicted(count, max(0, before - self.partial_bytes()), 1 if count else 0), pinned
 
     def release_demand(self) -> int:
         """Retracts the demand of the keys evicted below every DemandGate (one step each

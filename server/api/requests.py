@@ -5,6 +5,8 @@ row's position is known."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pomoview.planner.frontend.validate import Relation
 from pomoview.planner.frontend.values import is_nan
 from pomoview.proto.pomoview.v1 import view_service_pb2 as pb
@@ -86,7 +88,12 @@ def lookup_keys(request: pb.LookupRequest) -> Rows:
         if request.keys:
             raise invalid("the keys are given both as rows (keys) and as key_columns")
         return _without_nan(column_rows(request.key_columns), "key_columns")
-    return [typed_row(k, f"keys[{i}]") for i, k in enumerate(request.keys)]
+    return row_keys(request.keys)
+
+
+def row_keys(keys: Sequence[pb.Row]) -> list[TypedRow]:
+    """Keys sent as rows (a lookup's `keys`, an eviction's), each checked, named by index."""
+    return [typed_row(k, f"keys[{i}]") for i, k in enumerate(keys)]
 
 
 def invalid(message: str) -> ServiceError:

@@ -17,7 +17,7 @@ from pomoview.planner.compile import CompiledProgram
 from pomoview.proto.pomoview.v1 import view_service_pb2 as pb
 from pomoview.proto.pomoview.v1 import view_service_pb2_grpc as pb_grpc
 from pomoview.server.api.answers import FORMS, ColumnEncoder, RowAnswer, answer_of, to_value
-from pomoview.server.api.requests import KeyShapes, lookup_keys, side, typed_row
+from pomoview.server.api.requests import KeyShapes, lookup_keys, row_keys, side, typed_row
 from pomoview.server.errors import ServiceError
 from pomoview.server.load.bulk_load import Progress
 from pomoview.server.reads.evictions import evict
@@ -327,7 +327,7 @@ class ViewService(pb_grpc.ViewServiceServicer):
         cancels or the subscription ends with an error (subscriptions.py)."""
 
         def start() -> tuple[list[dict[str, object]], int, Subscription]:
-            keys = [typed_row(k, f"keys[{i}]") for i, k in enumerate(request.keys)]
+            keys = row_keys(request.keys)
             return self.scheduler.subscribe(request.view, keys, timeout=context.time_remaining())
 
         rows, epoch, sub = self._call(context, start)
@@ -448,8 +448,7 @@ class ViewService(pb_grpc.ViewServiceServicer):
 
         def run() -> pb.EvictResponse:
             self.scheduler.limits.check("max_lookup_keys", "the number of keys to evict", len(request.keys))
-            keys = [typed_row(k, f"keys[{i}]") for i, k in enumerate(request.keys)]
-            done = evict(self.scheduler.view_state, request.view or None, keys)
+            done = evict(self.scheduler.view_state, request.view or None, row_keys(request.keys))
             return pb.EvictResponse(
                 keys_evicted=done.keys,
                 pinned_keys=done.pinned,
