@@ -11,12 +11,9 @@ import pytest
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-# Every driver JVM of the run (this process's and each `pomoview serve`'s, which inherit the
-# environment) compiles with C1 only. A test JVM lives seconds to minutes, never long enough
-# for C2's code to pay for C2's compiler threads, which on two shared cores take CPU from
-# everything else: measured here, a boot took 9-11 s instead of 16-20 s and the first jobs
-# and lookups after it were no slower. A run that sets its own submit arguments keeps them.
-os.environ.setdefault("PYSPARK_SUBMIT_ARGS", "--driver-java-options -XX:TieredStopAtLevel=1 pyspark-shell")
+# Every driver JVM of the run compiles with C1 only, as the server's own default has it
+# (session.SERVER_DEFAULTS; create_spark_session gives this process's session the same).
+#
 # Every `pomoview serve` of the run keeps its Spark JVM at its own CPU priority: the suite's
 # two workers contend for the cores, and a JVM below them starved its server's upqueries
 # (`serve --spark-nice`, default 10, is for a server beside its readers, not for tests whose

@@ -339,3 +339,10 @@ def test_a_spark_error_class_names_the_error(spark: SparkSession, tmp_path: Any)
     reason = spark_error_reason(frame.value)
     assert reason.startswith("PATH_NOT_FOUND: Path does not exist: file:"), reason
     assert "nothing-here" in reason and "\n" not in reason
+
+
+def test_the_driver_jit_stops_at_c1(spark: SparkSession) -> None:
+    """The session's driver JVM runs with C1 only (session.SERVER_DEFAULTS says why): read
+    from the JVM's own input arguments, not from the settings passed."""
+    bean = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()  # type: ignore[union-attr]
+    assert "-XX:TieredStopAtLevel=1" in list(bean.getInputArguments())
