@@ -33,7 +33,9 @@ not yet applied, at the instant it read the epochs), and from the client's side 
 the oldest acknowledged write not yet applied, from the writer's acknowledgment times, at
 the start of the `stats()` call, when the server reads the epochs, give or take its wait
 for a thread); the subscription's lag
-(each change's arrival minus the acknowledgment of the write of its epoch). Then write ->
+(each change's arrival minus the acknowledgment of the write of its epoch); and the cores
+each process took over the busy windows (bench/process_cpu.py: the server, its hit replica,
+its Spark JVM, the rest of its tree, the load, this process's readers, the echo peer). Then write ->
 visible at rest (1 vote, then a lookup with min_epoch; p50, p99). Last, 50 answers (hot and
 cold ids) checked against numpy counts of every vote loaded and written, and the
 subscription's folded counts against the writer's log: a mismatch exits non-zero.
@@ -64,6 +66,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import busy_load  # noqa: E402
+import process_cpu  # noqa: E402
 from hits_under_load_table import (  # noqa: E402
     QUANTILES,
     SUBSCRIBED,
@@ -358,14 +361,22 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         busy.wait_ready(180.0)
         say("busy load running (writer, cold misses, subscription, stats sampler)")
         time.sleep(args.window)  # the load settles before the first measured window
+        assert server.process is not None and busy.process.pid is not None
+        processes = (
+            server.process.pid,
+            {"busy load": busy.process.pid, "bench (readers)": os.getpid(), "echo peer": echo.process.pid},
+        )
+        cpu_before, cpu_since = process_cpu.snapshot(*processes), time.monotonic()
         reads["busy client"] = alternate("busy, Client.lookup", [ours, theirs], hot_keys, 1, args)
         reads["busy stub"] = alternate("busy, raw stub", [ours_stub, theirs_stub], hot_keys, 1, args)
+        cpu = process_cpu.cores(cpu_before, process_cpu.snapshot(*processes), time.monotonic() - cpu_since)
         span = (reads["busy client"]["_span"][0], reads["busy stub"]["_span"][1])
         busy.stop()
         out["drain_s"] = drain(db)
         got = busy.logs()
         logs: busy_load.Logs = got["logs"]
         out["busy"] = busy_figures(logs, span)
+        out["busy"]["cpu"] = cpu
         out["errors"] = list(logs.errors)
         say(f"  busy load stopped; the apply backlog drained in {out['drain_s']:.2f} s")
 

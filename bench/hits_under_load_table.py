@@ -210,6 +210,12 @@ def print_table(out: dict[str, Any], args: argparse.Namespace) -> None:
             "",
             "",
         ),
+        (
+            "busy: CPU cores, " + " / ".join(busy["cpu"]),
+            " / ".join(f"{c:.2f}" for c in busy["cpu"].values()),
+            "",
+            f"total {sum(busy['cpu'].values()):.2f} of {os.cpu_count()}",
+        ),
         ("apply backlog after the busy phase, drained in", f"{out['drain_s']:.2f} s", "", ""),
         (
             f"write -> visible at rest p50 / p99 ms ({out['visible']['n']} samples)",

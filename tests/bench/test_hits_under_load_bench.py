@@ -7,6 +7,7 @@ table has them."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -35,6 +36,12 @@ def test_the_hits_under_load_benchmark_runs_at_scale_one_hundredth() -> None:
     assert busy["batches"] > 0 and busy["acked_votes_per_s"] > 0 and busy["applied_votes_per_s"] >= 0
     assert busy["subscription"]["changes_total"] > 0 and busy["cold"]["misses_total"] > 0
     assert out["errors"] == []
+    # Where the cores went over the busy windows: the server applied writes, its JVM ran the
+    # cold misses' jobs, the load process wrote, and the readers here read.
+    cpu = busy["cpu"]
+    assert set(cpu) >= {"server", "hit replica", "Spark JVM", "busy load", "bench (readers)", "echo peer"}
+    assert cpu["server"] > 0 and cpu["Spark JVM"] > 0 and cpu["busy load"] > 0 and cpu["bench (readers)"] > 0
+    assert sum(cpu.values()) <= (os.cpu_count() or 1) * 1.05
     assert out["visible"]["n"] == 5 and out["visible"]["p50"] > 0
     check = out["check"]
     assert check["ids"] == 50 and check["wrong"] == [] and check["subscription"] == []
