@@ -42,12 +42,8 @@ SERVER_DEFAULTS: dict[str, str] = {
     "spark.sql.shuffle.partitions": "4",
     "spark.sql.session.timeZone": "UTC",
     "spark.driver.memory": "2g",
-    # The driver's JIT stops at C1. Every keyed upquery and flush is a new query whose
-    # generated classes C2 compiled anew: under a write load with a miss a second, C2's
-    # threads took 0.3 of this 2-core machine's cores, steadily. Without it the vote
-    # workload's busy phase applied 8-15% more votes a second and a batched lookup at rest ran
-    # 25% faster (bench/hits_under_load.py), and a 4-million-row scan and aggregate took no
-    # longer. A cluster's executors are other JVMs, left alone.
+    # C1 only: C2 recompiled each keyed upquery's new generated classes, 0.3 of 2 cores under a
+    # write load (bench/hits_under_load.py); scans were no slower. Executors are left alone.
     "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",
 }
 
