@@ -419,13 +419,14 @@ class CircuitBuilder:
         right: Node,
         left_on: tuple[int, ...],
         right_on: tuple[int, ...],
-        combine: Callable[[Row, Row], Row],
+        combine: Callable[[Any, Any, Any], Row],
         schema: tuple[str, ...],
     ) -> Node:
+        # Key functions and `combine` run per row and joined pair: no wrapper calls (profiled).
         return incremental_join(
-            IndexWith(left, lambda row: project(row, left_on), str(left_on)),
-            IndexWith(right, lambda row: project(row, right_on), str(right_on)),
-            lambda key, a, b: combine(a, b),  # type: ignore[arg-type]
+            IndexWith(left, _getter(left_on), str(left_on)),
+            IndexWith(right, _getter(right_on), str(right_on)),
+            combine,
             schema,
         )
 
@@ -451,7 +452,7 @@ class CircuitBuilder:
                 right,
                 _positions(left.schema, on),
                 _positions(right.schema, on),
-                lambda a, b: a + tuple(b[i] for i in rest),
+                _extended_by(rest),
                 expr.schema,
             )
         if isinstance(expr, ra.Difference):
@@ -494,7 +495,7 @@ class CircuitBuilder:
             Import(per_group),
             body_group,
             tuple(range(width)),
-            lambda b, g: b + (g[-1],),
+            lambda _, b, g: b + (g[-1],),
             expr.schema,
         )
         empty = make(function)().result()
@@ -502,7 +503,7 @@ class CircuitBuilder:
             return joined
         keys = DistinctIncremental(Map(atom, group, [Column(i) for i in atom_group]), (), partial=False)
         matched = self._indexed_join(
-            body, Import(keys), body_group, tuple(range(width)), lambda b, g: b, body.schema
+            body, Import(keys), body_group, tuple(range(width)), lambda _, b, g: b, body.schema
         )
         unmatched = Minus(body, matched)
         padded = Map(
@@ -580,3 +581,20 @@ def _order_columns(schema: tuple[str, ...], order: ViewOrder) -> OrderColumns:
     """The view's order as (column position, descending) pairs of `schema`."""
     names = tuple(a for a, _ in order.by)
     return tuple(zip(_positions(schema, names), (d for _, d in order.by), strict=True))
+
+
+def _getter(cols: tuple[int, ...]) -> Callable[[Row], Any]:
+    """`project(row, cols)` as one call: the key of a row."""
+    c = cols[0] if len(cols) == 1 else None
+    if c is not None:
+        return lambda row: (row[c],)
+    return operator.itemgetter(*cols) if cols else (lambda _: ())
+
+
+def _extended_by(rest: tuple[int, ...]) -> Callable[[Any, Any, Any], Row]:
+    """A join's output row: the left row, then the right row's columns `rest`."""
+    if len(rest) == 1:
+        (i,) = rest
+        return lambda _, a, b: a + (b[i],)
+    get = operator.itemgetter(*rest) if len(rest) > 1 else None
+    return (lambda _, a, b: a + get(b)) if get is not None else (lambda _, a, b: a)
