@@ -19,10 +19,6 @@ _PROC = Path("/proc")
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-def available() -> bool:
-    return (_PROC / str(os.getpid()) / "stat").exists()
-
-
 def _stat(pid: int) -> tuple[int, float] | None:
     """(parent pid, user + system CPU seconds) of `pid`, or None once it has exited."""
     try:
