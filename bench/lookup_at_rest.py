@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import statistics
 import sys
 import tempfile
@@ -44,6 +43,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from process_cpu import cpu_seconds  # noqa: E402
 from reader_window import run_window  # noqa: E402
 from typed_floor import METHOD, FloorClient, M  # noqa: E402
 from vote import VIEW, Echo, pct  # noqa: E402  (vote puts the repository on sys.path)
@@ -51,14 +51,6 @@ from vote import VIEW, Echo, pct  # noqa: E402  (vote puts the repository on sys
 from pomoview.client import Client, messages  # noqa: E402
 from pomoview.proto.pomoview.v1 import view_service_pb2_grpc as pb_grpc  # noqa: E402
 from tests.e2e.server_process import VOTES, ServerProcess, wait_for_flush  # noqa: E402
-
-TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU of process `pid`'s own threads so far (not its children's)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
 
 
 class Reader:

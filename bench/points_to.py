@@ -42,6 +42,8 @@ import clingo
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from transitive_closure import rss_mib  # noqa: E402  (bench/ is this script's folder)
+
 from pomoview.engine.engine import Engine  # noqa: E402
 
 PROGRAM = """
@@ -120,11 +122,6 @@ def engine_answer(facts: Facts) -> tuple[Engine, Answer, float]:
     engine.write(insert={name: _rows(name, rows) for name, rows in facts.items()})
     answer = {name: engine.read(name) for name in RELATIONS}
     return engine, answer, time.perf_counter() - started
-
-
-def rss_mib() -> float:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * 4096 / 2**20
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

@@ -20,13 +20,22 @@ _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 def _stat(pid: int) -> tuple[int, float] | None:
-    """(parent pid, user + system CPU seconds) of `pid`, or None once it has exited."""
+    """(parent pid, user + system CPU seconds of its own threads) of `pid`, or None once it
+    has exited."""
     try:
         text = (_PROC / str(pid) / "stat").read_text()
     except OSError:
         return None
     fields = text.rsplit(")", 1)[1].split()  # the command name may hold spaces and parentheses
     return int(fields[1]), (int(fields[11]) + int(fields[12])) / _TICKS
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of process `pid`'s own threads so far (not its children's)."""
+    stat = _stat(pid)
+    if stat is None:
+        raise ProcessLookupError(pid)
+    return stat[1]
 
 
 def _command(pid: int) -> str:
@@ -36,19 +45,21 @@ def _command(pid: int) -> str:
         return ""
 
 
-def _tree(root: int) -> list[int]:
-    """`root` and every process below it."""
-    parents: dict[int, list[int]] = {}
-    for entry in _PROC.iterdir():
-        if entry.name.isdigit():
-            stat = _stat(int(entry.name))
-            if stat is not None:
-                parents.setdefault(stat[0], []).append(int(entry.name))
-    out, todo = [], [root]
+def _tree(root: int) -> dict[int, float]:
+    """The CPU seconds of `root` and of every process below it, read in one pass over /proc."""
+    stats = {int(e.name): _stat(int(e.name)) for e in _PROC.iterdir() if e.name.isdigit()}
+    children: dict[int, list[int]] = {}
+    for pid, stat in stats.items():
+        if stat is not None:
+            children.setdefault(stat[0], []).append(pid)
+    out: dict[int, float] = {}
+    todo = [root]
     while todo:
         pid = todo.pop()
-        out.append(pid)
-        todo += parents.get(pid, [])
+        stat = stats.get(pid)
+        if stat is not None:
+            out[pid] = stat[1]
+        todo += children.get(pid, [])
     return out
 
 
@@ -66,11 +77,8 @@ def snapshot(server: int, others: dict[str, int]) -> dict[str, float]:
     """CPU seconds by part: the server's tree (`server_part`, the server's own process as
     "server") and each of `others` (a name -> a pid, that process alone)."""
     out: dict[str, float] = {"server": 0.0, "hit replica": 0.0, "Spark JVM": 0.0, "server, other": 0.0}
-    for pid in _tree(server):
-        stat = _stat(pid)
-        if stat is not None:
-            part = "server" if pid == server else server_part(pid)
-            out[part] += stat[1]
+    for pid, seconds in _tree(server).items():
+        out["server" if pid == server else server_part(pid)] += seconds
     for name, pid in others.items():
         stat = _stat(pid)
         out[name] = 0.0 if stat is None else stat[1]
