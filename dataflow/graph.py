@@ -148,10 +148,11 @@ class Graph(Generic[ReaderName]):
         self.release_demand()
         return evicted
 
-    def evict_everything(self) -> Evicted:
-        """Evicts every unpinned key of every partial state (eviction.py's `evict_all`), and
-        retracts the demand no state below holds any more."""
-        evicted = evict_all(self.nodes)
+    def evict_everything(self, max_keys: int | None = None) -> Evicted:
+        """Evicts every unpinned key of every partial state (eviction.py's `evict_all`; with
+        `max_keys`, a slice of at most that many), and retracts the demand no state below
+        holds any more."""
+        evicted = evict_all(self.nodes, max_keys)
         self.release_demand()
         return evicted
 

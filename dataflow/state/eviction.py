@@ -23,6 +23,7 @@ the states above grew without bound while each round emptied the reader of every
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -42,6 +43,7 @@ class Evicted:
     keys: int = 0  # keys evicted where the sweep took them (more go below)
     estimated_bytes: int = 0  # what the states' estimates fell by, below included
     steps: int = 0
+    done: bool = True  # `evict_all`: False when it stopped at its `max_keys` with keys left
 
 
 def partial_state_bytes(nodes: Sequence[Node]) -> int:
@@ -128,27 +130,42 @@ def evict(nodes: Sequence[Node], need: int, *, max_steps: int = 256) -> Evicted:
     return out
 
 
-def evict_all(nodes: Sequence[Node]) -> Evicted:
+def evict_all(nodes: Sequence[Node], max_keys: int | None = None) -> Evicted:
     """Evicts every key of every partial state, but a key a subscription pins and a key whose
     eviction would reach a pinned key below (an eviction asked for by name: the server's
     Evict). Passes over the states until one evicts nothing, since an eviction above takes
     the keys derived from it below too; unlike `evict`, it tests each key of a shielded
-    state whose victims reach a pin, never giving up after a few probes."""
+    state whose victims reach a pin, never giving up after a few probes.
+
+    With `max_keys`, it stops once it has taken that many keys (`done` False if any is
+    left): a slice, after which the caller may release its lock (lookups and the apply wait
+    on it) and call again. Each slice leaves the states consistent, as any eviction does."""
+    assert max_keys is None or max_keys > 0, "a slice takes at least one key"
     out = Evicted()
     before = partial_state_bytes(nodes)
-    while True:
+    while out.done:
         held = shielded(nodes)
         evicted = 0
         for node in nodes:
             state = node.eviction_state()
             if state is None:
                 continue
-            victims = [k for k in state.keys() if k not in state.pinned]
-            if victims and id(node) in held and node.own_eviction_reaches_pinned(victims):
-                victims = [k for k in victims if not node.own_eviction_reaches_pinned([k])]
+            room = None if max_keys is None else max_keys - out.keys - evicted
+            unpinned = (k for k in state.keys() if k not in state.pinned)
+            if id(node) in held:
+                victims = list(unpinned)
+                if victims and node.own_eviction_reaches_pinned(victims):
+                    victims = [k for k in victims if not node.own_eviction_reaches_pinned([k])]
+            else:  # a slice lists no more keys than it takes (one past: are any left?)
+                victims = list(itertools.islice(unpinned, None if room is None else room + 1))
+            if room is not None and len(victims) > room:
+                victims = victims[:room]
+                out.done = False  # keys left for the next slice
             if victims:
                 evicted += node.evict_own(victims)
                 out.steps += 1
+            if not out.done:
+                break
         out.keys += evicted
         if not evicted:
             break

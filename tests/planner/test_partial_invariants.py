@@ -214,6 +214,8 @@ def run_case(
                     seen["memory evictions"] += 1
                     if done.startswith("evict by name"):
                         seen["evictions by name"] += 1
+                    if done.startswith("evict by name: everything in"):
+                        seen["evictions of everything in slices"] += 1
             elif roll < 0.35:
                 batch = batches(rng, source_program, model.store)  # type: ignore[arg-type]
                 log.append(f"{step}: write {batch}")
@@ -349,6 +351,7 @@ MUST_SEE = (
     "evictions",
     "memory evictions",
     "evictions by name",
+    "evictions of everything in slices",
     "partial TopK",
 )
 # Counted, not required of every block: a refill needs a delete inside a cut window of a
