@@ -29,7 +29,9 @@ Contract:
   before (atoms after i) or after (atoms before i) the changes, then applies them.
 - Deltas: `eval` takes every port's delta of a step at once; `on_delta(port, delta)` is a
   step in which the node read at `port` emitted `delta` (on every port it feeds).
-- Full mode only: no partial state, no missing keys, no eviction. An upquery by some
+- Full mode only: no partial state, no missing keys, no eviction (a keyed view's body is
+  guarded by its demanded keys instead, planner/demand/readers.py: `demand_driven` then,
+  its indexes holding only what the demanded keys reach). An upquery by some
   output columns starts from the keys as bindings of their variables and extends them the
   same way over every atom (a lookup path per set of columns, whose indexes are made, from
   the rows held, at its first use); one by no column, the whole join, is path 0 over every
@@ -180,6 +182,7 @@ class WcojJoin(Node):
         self.atoms = atoms
         self.constraints = constraints
         self.labels = labels
+        self.demand_driven = False  # reads a demand source: holds the demanded part only
         self.positive = len(atoms) - negated  # atoms [0, positive) are positive
         self.atom_vars: list[tuple[str, ...]] = []
         for node, terms in zip(inputs, atoms, strict=True):
@@ -424,7 +427,7 @@ class WcojJoin(Node):
         for relation in self.relations:
             p, e, b = relation.summary()
             prefixes, entries, size = prefixes + p, entries + e, size + b
-        return StateSummary((), False, prefixes, entries, size)
+        return StateSummary((), self.demand_driven, prefixes, entries, size)
 
     def describe(self) -> str:
         def atom(i: int) -> str:
@@ -442,7 +445,8 @@ class WcojJoin(Node):
             f"{' '.join(p.order[len(self.atom_vars[p.atom]) :])}"
             for p in self.paths
         )
-        return f"WcojJoin({body}{where}; orders {orders}; full)"
+        mode = "demand-driven" if self.demand_driven else "full"
+        return f"WcojJoin({body}{where}; orders {orders}; {mode})"
 
 
 def _absent(access: _Access, held: Extensions, b: Binding) -> bool:

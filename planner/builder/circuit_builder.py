@@ -4,11 +4,11 @@ Non-recursive strata are DAGs of root operators, built from the key provenance p
 operator planned with a key is partial (its state keyed by it; a join or aggregate keyed
 on the side the key traces to), one planned with None is full and hydrated once with a
 scan. A cyclic rule body (a MultiJoin, planner/ir/cyclic.py, unless `binary_joins`) is one
-WcojJoin, full. Nodes are memoized per (operator, key), and the memo lives as long as the builder,
-so every reader of one graph shares the states of their common sub-plans (one state per
-operator and key columns). Building is iterative: no recursion per operator or per
-chained relation. `rollback()` forgets the nodes built since the last `commit()`, for a
-reader whose graph could not take it yet.
+WcojJoin, full (keyed readers: planner/demand/). Nodes are memoized per (operator, key),
+and the memo lives as long as the builder, so every reader of one graph shares the states
+of their common sub-plans (one state per operator and key columns). Building is
+iterative: no recursion per operator or per chained relation. `rollback()` forgets the
+nodes built since the last `commit()`, for a reader whose graph could not take it yet.
 
 A recursive stratum (ra.Fixpoint) becomes one Child circuit per builder, in incremental
 mode and FULL (DESIGN §3): a Feedback per recursive relation, the union of its rule

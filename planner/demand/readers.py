@@ -14,9 +14,13 @@ small enough to hold whole, which the graph then hydrates once: the server decid
 store's row counts and its `--whole-source-rows` flag; `choices` says what each reader got.
 
 Readers of views that read no recursion keep the plain plan: their partial states already
-fetch only what a key needs, which the rewrite, whose states are full, would not. A
-reader the rewrite refuses (magic.Full) keeps the plain plan too, with the reason kept for
-`explain`.
+fetch only what a key needs, which the rewrite, whose states are full, would not; but for a
+view that reads a cyclic body (a MultiJoin, planner/ir/cyclic.py). Its WcojJoin is full
+whatever the key (provenance.py), so the plain plan computes the whole join at a keyed
+view's first lookup; the rewrite guards the body by the demanded keys and reads its sources
+through slices, so the join holds the demanded keys' neighbourhoods only (a triangle view
+keyed by a vertex: the vertex's edges and its neighbours', two Spark rounds). A reader the
+rewrite refuses (magic.Full) keeps the plain plan too, with the reason kept for `explain`.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from pomoview.dataflow.operators.child import Child
 from pomoview.dataflow.operators.demand_gate import DemandGate
 from pomoview.dataflow.operators.source_index import SourceIndex
 from pomoview.dataflow.operators.source_slice import SourceSlice
+from pomoview.dataflow.operators.wcoj import WcojJoin
 from pomoview.dataflow.state.keyed_state import Key, Row
 from pomoview.dataflow.zset import ZSet
 from pomoview.planner.builder.circuit_builder import CircuitBuilder
@@ -35,6 +40,7 @@ from pomoview.planner.demand.extend import Extension, extend, recursion_reached
 from pomoview.planner.demand.magic import Full, Slice
 from pomoview.planner.frontend import ast
 from pomoview.planner.frontend.relations import CheckedProgram
+from pomoview.planner.ir import ra
 from pomoview.planner.ir.provenance import Keyed
 
 ViewKey = tuple[str, tuple[str, ...]]
@@ -57,9 +63,9 @@ def _sources_read(extension: Extension, bases: list[str]) -> list[str]:
 
 
 def _mark_demand_driven(top: Node, demand_sources: set[str]) -> None:
-    """Marks each Child above `top` that reads a demand source (through any of its inputs)
-    as demand-driven: it holds the demanded keys' rows only (Stats reports it partial). A
-    Child of the program's own, read whole under a negation say, stays as it is."""
+    """Marks each Child and WcojJoin above `top` that reads a demand source (through any of
+    its inputs) as demand-driven: it holds the demanded keys' rows only (Stats reports it
+    partial). One of the program's own, read whole under a negation say, stays as it is."""
     reads: dict[int, bool] = {}  # id(node) -> whether it reads a demand source
     stack: list[tuple[Node, bool]] = [(top, False)]
     while stack:
@@ -72,7 +78,7 @@ def _mark_demand_driven(top: Node, demand_sources: set[str]) -> None:
             continue
         found = isinstance(node, SourceIndex) and node.source in demand_sources
         reads[id(node)] = found or any(reads.get(id(i), False) for i in node.inputs)
-        if isinstance(node, Child) and reads[id(node)]:
+        if isinstance(node, Child | WcojJoin) and reads[id(node)]:
             node.demand_driven = True
 
 
@@ -104,7 +110,7 @@ class DemandedReaders:
         name = (view, key)
         extension = self._extensions.get(name)
         if extension is None:
-            if not key or recursion_reached(self._checked, view) is None:
+            if not key or (recursion_reached(self._checked, view) is None and not self._reads_cyclic(view)):
                 return None
             bases = [
                 n for n, r in self._checked.relations.items() if r.kind == "source" and n not in self.sources
@@ -140,6 +146,23 @@ class DemandedReaders:
             return node
 
         return demanded.relation, gate
+
+    def _reads_cyclic(self, view: str) -> bool:
+        """Whether `view`'s plan, or a derived relation's it reads, has a MultiJoin."""
+        exprs = self._builder.exprs
+        seen: set[int] = set()
+        stack: list[ra.Expr] = [exprs[view]] if view in exprs else []
+        while stack:
+            expr = stack.pop()
+            if id(expr) in seen:
+                continue
+            seen.add(id(expr))
+            if isinstance(expr, ra.MultiJoin):
+                return True
+            if isinstance(expr, ra.Scan) and expr.relation in exprs:
+                stack.append(exprs[expr.relation])
+            stack.extend(ra.children(expr))
+        return False
 
     def _slice(self, piece: Slice) -> SourceSlice:
         """The SourceSlice of `piece`, below its need relation's node (built full)."""

@@ -18,7 +18,8 @@ maintains it at every write. The MultiJoin is built as a worst-case-optimal join
 (dataflow/operators/wcoj.py) that keeps per-attribute indexes of its inputs only and
 extends bindings variable by variable. On an α-acyclic body a binary plan has no such
 blow-up to avoid (its intermediates join along a tree), and keeps partial state, which the
-MultiJoin does not: it is full whatever its key (provenance.py says why).
+MultiJoin does not: it is full whatever its key (provenance.py says why); a keyed reader of
+it gets the demand transformation instead (planner/demand/readers.py).
 
 Where it does not fire:
 - inside a recursive stratum: a Fixpoint's bodies run in a nested circuit over 2-D time with

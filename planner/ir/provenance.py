@@ -29,7 +29,9 @@ operator and everything above it is *full* (key None), hydrated once with a scan
   key on some atom's variables leaves the other atoms read by any value of theirs. (Partial
   indexes, filled per prefix as the paths ask, are not built.) It answers an upquery by any
   of its columns from its full indexes (a lookup path extends the key's bindings), so the
-  partial states and the reader above it are filled from it as from a full join.
+  partial states and the reader above it are filled from it as from a full join. A keyed
+  reader of a view reading a MultiJoin is built from the demand transformation instead
+  (planner/demand/readers.py), whose guard keeps the join to the demanded keys.
 - Hidden `p@next` relations and sources are leaves: their source index is keyed by the key.
   History (`@next`, transient sources) does not make a state full here: what depends on the
   epochs before is held at the leaves, full and at the current epoch, by whoever runs the
