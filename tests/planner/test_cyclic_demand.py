@@ -15,6 +15,7 @@ from pomoview.dataflow.state.keyed_state import Row
 from pomoview.engine.engine import Engine
 
 from .test_demand_slices import Later
+from .test_demand_slices import lookup_in_rounds as in_rounds
 
 TRI = """
 source edge(x: int, y: int).
@@ -24,15 +25,7 @@ view tri(a).
 
 
 def lookup_in_rounds(engine: Engine, a: int, fetch: Later) -> tuple[set[Row], list[list[FetchRequest]]]:
-    """tri(a) looked up as the server does: a round per batch of misses."""
-    pending = engine.graph.start_lookup("tri", ("a",), [(a,)])
-    rounds: list[list[FetchRequest]] = []
-    while True:
-        result = pending.advance(fetch)
-        if result.rows is not None:
-            return set(result.rows[0]), rounds
-        rounds.append(result.misses)
-        fetch.run_jobs(result.misses)
+    return in_rounds(engine, a, fetch, ("tri", "a"))
 
 
 def triangles(edges: set[tuple[int, int]], a: int) -> set[tuple[int, int, int]]:

@@ -44,8 +44,12 @@ class Later:
             self.ready.add((miss.source, miss.columns, frozenset(miss.keys)))
 
 
-def lookup_in_rounds(engine: Engine, key: int, fetch: Later) -> tuple[set[Row], list[list[FetchRequest]]]:
-    pending = engine.graph.start_lookup("reach", ("x",), [(key,)])
+def lookup_in_rounds(
+    engine: Engine, key: int, fetch: Later, view: tuple[str, str] = ("reach", "x")
+) -> tuple[set[Row], list[list[FetchRequest]]]:
+    """`view` (its name and key attribute) looked up at `key` as the server does: a round
+    per batch of misses, each answered at the next round."""
+    pending = engine.graph.start_lookup(view[0], (view[1],), [(key,)])
     rounds: list[list[FetchRequest]] = []
     while True:
         result = pending.advance(fetch)

@@ -1,4 +1,5 @@
-"""A tiny real file system, for tests of what the server does when the disk is full."""
+"""Fixtures of the server's tests: a real scheduler in process, and a tiny real file system
+for tests of what the server does when the disk is full."""
 
 from __future__ import annotations
 
@@ -8,10 +9,25 @@ import shutil
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from pomoview.server.scheduler.scheduler import Scheduler
+
 TINY_FS_BYTES = 64 * 1024
+
+
+@pytest.fixture
+def scheduler(tmp_path: Path, spark: Any) -> Iterator[Scheduler]:
+    """A real scheduler over a fresh data folder and the run's one Spark session, its flusher
+    held off (a test flushes when it means to); a test file may define its own."""
+    s = Scheduler(tmp_path / "data", lambda: spark, flush_interval=3600)
+    s.start()
+    try:
+        yield s
+    finally:
+        s.stop()
 
 
 def fill(directory: Path) -> Path:

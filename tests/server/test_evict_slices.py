@@ -4,26 +4,10 @@ so one hold for the whole of a large state stalled them (1.1 s for 200,000 keys)
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
-
-import pytest
-
 from pomoview.server.reads.evictions import evict
 from pomoview.server.scheduler.scheduler import Scheduler
 
 from .vote_program import VIEW, VOTES, row
-
-
-@pytest.fixture
-def scheduler(tmp_path: Path, spark: Any) -> Iterator[Scheduler]:
-    s = Scheduler(tmp_path / "data", lambda: spark, flush_interval=3600)
-    s.start()
-    try:
-        yield s
-    finally:
-        s.stop()
 
 
 def present_keys(s: Scheduler) -> int:

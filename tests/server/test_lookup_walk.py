@@ -6,26 +6,10 @@ and the lookup's trace (`LookupTrace`: rounds, node visits, fetches)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
-
-import pytest
-
 from pomoview.server.reads.lookups import LookupTrace
 from pomoview.server.scheduler.scheduler import Scheduler
 
 from .vote_program import VOTES, row
-
-
-@pytest.fixture
-def scheduler(tmp_path: Path, spark: Any) -> Iterator[Scheduler]:
-    s = Scheduler(tmp_path / "data", lambda: spark, flush_interval=3600)
-    s.start()
-    try:
-        yield s
-    finally:
-        s.stop()
 
 
 def test_a_cold_lookup_of_the_vote_view_takes_the_dataflow_lock_twice(scheduler: Scheduler) -> None:
