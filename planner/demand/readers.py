@@ -15,12 +15,13 @@ store's row counts and its `--whole-source-rows` flag; `choices` says what each 
 
 Readers of views that read no recursion keep the plain plan: their partial states already
 fetch only what a key needs, which the rewrite, whose states are full, would not; but for a
-view that reads a cyclic body (a MultiJoin, planner/ir/cyclic.py). Its WcojJoin is full
-whatever the key (provenance.py), so the plain plan computes the whole join at a keyed
-view's first lookup; the rewrite guards the body by the demanded keys and reads its sources
-through slices, so the join holds the demanded keys' neighbourhoods only (a triangle view
-keyed by a vertex: the vertex's edges and its neighbours', two Spark rounds). A reader the
-rewrite refuses (magic.Full) keeps the plain plan too, with the reason kept for `explain`.
+view that reads a cyclic body (a MultiJoin, planner/ir/cyclic.py) from a source too large
+to hold whole. Its WcojJoin is full whatever the key (provenance.py), so the plain plan
+hydrates the whole source and its indexes at a keyed view's first lookup; the rewrite guards
+the body by the demanded keys and reads its sources through slices, so the join holds the
+demanded keys' neighbourhoods only (a triangle view keyed by a vertex: the vertex's edges,
+its neighbours', and the shortcuts, three Spark rounds). A reader the rewrite refuses
+(magic.Full) keeps the plain plan too, with the reason kept for `explain`.
 """
 
 from __future__ import annotations
@@ -99,7 +100,7 @@ class DemandedReaders:
         self._step = step  # a step between epochs (Graph.step_demand)
         self._hold_whole = hold_whole
         self._extensions: dict[ViewKey, Extension] = {}
-        self.full: dict[ViewKey, str] = {}  # readers of recursive views left plain, and why
+        self.full: dict[ViewKey, str] = {}  # readers the rewrite would serve left plain, and why
         # reader -> base source -> "slice" or "whole", for the sources its rules read
         self.choices: dict[ViewKey, dict[str, str]] = {}
         self.sources: set[str] = set()  # demand sources and slices: answered here
@@ -110,7 +111,8 @@ class DemandedReaders:
         name = (view, key)
         extension = self._extensions.get(name)
         if extension is None:
-            if not key or (recursion_reached(self._checked, view) is None and not self._reads_cyclic(view)):
+            recursive = recursion_reached(self._checked, view) is not None
+            if not key or not (recursive or self._reads_cyclic(view)):
                 return None
             bases = [
                 n for n, r in self._checked.relations.items() if r.kind == "source" and n not in self.sources
@@ -119,6 +121,13 @@ class DemandedReaders:
             found = extend(self._checked, view, key, sliced)
             if isinstance(found, Full):
                 self.full[name] = found.reason
+                return None
+            if not recursive and not found.demanded.slices:
+                # Every source the cyclic body reads is held whole: the plain plan's WcojJoin
+                # holds the same indexes and answers a new key by a lookup path, where the
+                # rewrite would take a step of the graph (bench/triangles.py, 200,000 edges:
+                # 1.0 ms against 4.5 ms a cold vertex).
+                self.full[name] = "a cyclic body whose sources are all held whole"
                 return None
             extension = self._extensions[name] = found
             self._checked = found.checked

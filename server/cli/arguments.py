@@ -139,7 +139,8 @@ SERVE: tuple[Argument, ...] = (
         type=int,
         default=None,
         metavar="ROWS",
-        help="a recursive view looked up by key reads a source of at most this many rows (by the "
+        help="a recursive view, or one with a cyclic body, looked up by key reads a source of at "
+        "most this many rows (by the "
         "store's counts) whole, fetched once; a larger source, or one whose count the store does "
         "not know (a remote store's bulk load), in slices fetched by demand, a keyed Spark job per level of "
         "the closure (env POMOVIEW_WHOLE_SOURCE_ROWS, default 250000)",
