@@ -104,6 +104,7 @@ class DemandedReaders:
         # reader -> base source -> "slice" or "whole", for the sources its rules read
         self.choices: dict[ViewKey, dict[str, str]] = {}
         self.sources: set[str] = set()  # demand sources and slices: answered here
+        self.cyclic: set[ViewKey] = set()  # readers the rewrite serves for a cyclic body alone
 
     def plan(self, view: str, key: tuple[str, ...]) -> tuple[str, Gate] | None:
         """The relation to build the reader of `view` by `key` from, and its gate; None
@@ -130,6 +131,8 @@ class DemandedReaders:
                 self.full[name] = "a cyclic body whose sources are all held whole"
                 return None
             extension = self._extensions[name] = found
+            if not recursive:
+                self.cyclic.add(name)
             self._checked = found.checked
             self._builder.extend(found.checked.relations, found.exprs)
             self.sources.add(found.demanded.demand)

@@ -57,13 +57,16 @@ class Pending:
 
 
 class Model:
-    def __init__(self, program: CompiledProgram, *, binary_joins: bool = False) -> None:
+    def __init__(self, program: CompiledProgram, *, binary_joins: bool = False, sliced: bool = False) -> None:
         """`binary_joins`: both graphs, and invariant 1's from-scratch computations, plan
-        cyclic rule bodies as binary joins (no WcojJoin)."""
+        cyclic rule bodies as binary joins (no WcojJoin). `sliced`: the partial graph's
+        demanded readers (of recursive and cyclic views) read every source through slices,
+        as the server does with sources larger than --whole-source-rows (else whole)."""
         self.program = program
         self.binary_joins = binary_joins
         self.store: dict[str, set[Row]] = {s: set() for s in program.checked.sources}
-        self.partial = ProgramGraph(program, partial=True, binary_joins=binary_joins)
+        hold_whole = (lambda _: False) if sliced else None
+        self.partial = ProgramGraph(program, partial=True, binary_joins=binary_joins, hold_whole=hold_whole)
         self.full = ProgramGraph(program, partial=False, binary_joins=binary_joins)
         self.fetches = 0
         self.epoch = 0  # writes so far

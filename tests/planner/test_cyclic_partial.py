@@ -8,7 +8,7 @@ step and invariant 1 at quiescence, and the fully materialized graph equals clin
 every write.
 
 Larger sweep (slow): `POMOVIEW_CYCLIC_PARTIAL_SWEEP=1000 .venv/bin/python -m pytest -m slow
-tests/planner/test_cyclic_partial.py`. Replay one: `python test_cyclic_partial.py SEED [binary]`.
+tests/planner/test_cyclic_partial.py`. Replay one: `python test_cyclic_partial.py SEED [binary|sliced]`.
 """
 
 from __future__ import annotations
@@ -28,19 +28,29 @@ from test_partial_invariants import run_case  # noqa: E402
 
 SWEEP = int(os.environ.get("POMOVIEW_CYCLIC_PARTIAL_SWEEP", "400"))
 CI_CASES = 60
-PLANNERS = {"planner free": False, "binary joins": True}
+# (binary joins forced, sources through slices): a keyed reader of a cyclic view over sliced
+# sources takes the demand transformation (planner/demand/readers.py).
+PLANNERS = {"planner free": (False, False), "binary joins": (True, False), "sliced sources": (False, True)}
+CASES = {"planner free": CI_CASES, "binary joins": CI_CASES, "sliced sources": CI_CASES // 2}
 
 
 def dense(rng: random.Random, program: Program, store: Store) -> Batch:
     return cyclic_batch(rng, program, store, first=not any(store.values()))
 
 
-def run_cyclic(seed: int, binary_joins: bool, steps: int = 30) -> Counter[str]:
+def run_cyclic(seed: int, planner: tuple[bool, bool], steps: int = 30) -> Counter[str]:
     """One driver case over the cyclic program of `seed` (its own generator's stream: the
     driver's draws start from the seed as for any other program)."""
     program = generate_cyclic(random.Random(f"cyclic/{seed}"))
+    binary_joins, sliced = planner
     return run_case(
-        seed, steps, source=program, binary_joins=binary_joins, clingo_every_write=True, batches=dense
+        seed,
+        steps,
+        source=program,
+        binary_joins=binary_joins,
+        sliced=sliced,
+        clingo_every_write=True,
+        batches=dense,
     )
 
 
@@ -58,15 +68,19 @@ MUST_SEE = (
 @pytest.mark.parametrize("planner", list(PLANNERS))
 def test_cyclic_partial_state_matches_full(planner: str) -> None:
     seen: Counter[str] = Counter()
-    for seed in range(CI_CASES):
+    cases = CASES[planner]
+    for seed in range(cases):
         seen.update(run_cyclic(seed, PLANNERS[planner]))
-    assert seen["cases"] == CI_CASES
+    assert seen["cases"] == cases
     missed = [what for what in MUST_SEE if not seen[what]]
     assert not missed, f"never exercised: {missed}"
-    if PLANNERS[planner]:
+    if PLANNERS[planner][0]:
         assert not seen["WcojJoin"], "a WcojJoin with binary joins forced"
     else:
-        assert seen["WcojJoin"] >= CI_CASES // 2, f"only {seen['WcojJoin']} WcojJoins in {CI_CASES} cases"
+        assert seen["WcojJoin"] >= cases // 2, f"only {seen['WcojJoin']} WcojJoins in {cases} cases"
+    # Sliced: keyed readers of cyclic (not recursive) views through the demand transformation.
+    demanded = seen["demanded readers of cyclic views"]
+    assert (demanded >= cases // 4) if PLANNERS[planner][1] else not demanded, f"{demanded} in {cases} cases"
 
 
 @pytest.mark.slow
@@ -79,4 +93,4 @@ def test_cyclic_partial_state_sweep(planner: str) -> None:
 
 
 if __name__ == "__main__":
-    print(dict(run_cyclic(int(sys.argv[1]), sys.argv[2:3] == ["binary"])))
+    print(dict(run_cyclic(int(sys.argv[1]), (sys.argv[2:3] == ["binary"], sys.argv[2:3] == ["sliced"]))))

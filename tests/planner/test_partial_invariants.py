@@ -117,6 +117,7 @@ def run_case(
     *,
     source: Program | None = None,
     binary_joins: bool = False,
+    sliced: bool = False,
     clingo_every_write: bool = False,
     batches: Callable[[random.Random, Program, Store], Batch] = random_batch,
     random_orders: bool = True,
@@ -124,7 +125,8 @@ def run_case(
     """Runs one case (raises AssertionError with a replayable report on a failure) and
     returns counts of what it exercised (MUST_SEE), with "cases" 1 once it has run to the end.
     `source` replaces the seed's program (program_for); `binary_joins` plans both graphs
-    with binary joins only; `clingo_every_write` checks the full graph against clingo after
+    with binary joins only; `sliced` has the demanded readers read sources through slices;
+    `clingo_every_write` checks the full graph against clingo after
     every write, not only at the end; `batches` makes each write's batch; `random_orders`
     declares random orders on some derived relations (not for a program with its own).
 
@@ -148,7 +150,7 @@ def run_case(
             f"seed {seed}: the compiler refused a generated (valid) program ({why})\n"
             f"--- program ---\n{text}\n--- error ---\n{err}"
         ) from None
-    model = Model(program, binary_joins=binary_joins)
+    model = Model(program, binary_joins=binary_joins, sliced=sliced)
     derived = sorted(n for n, r in program.relations.items() if r.kind == "derived")
     assert derived, f"seed {seed}: the generated program has no derived relation to look up\n{text}"
     log: list[str] = []
@@ -281,6 +283,7 @@ def run_case(
 def exercised(model: Model) -> Counter[str]:
     """What the case's partial graph holds at the end, by shape."""
     seen: Counter[str] = Counter()
+    seen["demanded readers of cyclic views"] += len(model.partial.demands.cyclic)
     for node in model.partial.graph.nodes:
         if isinstance(node, KeyedPair) and node.partial:
             kind = type(node).__name__
