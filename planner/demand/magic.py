@@ -27,7 +27,9 @@ source `s__β` (e.g. `edge__bf`) instead: a slice of it, holding the rows of the
 `n__s__β` (the need relation, whose rules repeat the prefix as a magic rule does) that the
 server has fetched (dataflow/operators/source_slice.py). Once every needed key is fetched,
 every read of the slice is by a fetched key, so it answers as the whole source would. An
-atom that binds no attribute, or in a rule guarded at its end, reads the source whole.
+atom that binds no attribute, or in a rule guarded at its end, reads the source whole. An
+atom whose bound attributes include those of an earlier atom's slice of the same source,
+bound to the same terms, reads that slice (`_coarser`): its keys are needed already.
 
 Read whole, never adorned:
 - an atom under negation or inside an aggregate, and a cid binding's atom. Demand on them
@@ -192,11 +194,16 @@ def _rewrite(
     prefix: list[ast.BodyLiteral] = [] if late else [guard]
     magic: list[str] = []
     wanted: list[Adornment] = []
+    # Each slice this rule reads, by the terms its bound attributes take (`_coarser`).
+    read: list[tuple[str, frozenset[str], dict[str, str]]] = []
+    asked_already: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
     for lit in rule.body:
         atom = lit if isinstance(lit, ast.Atom) else None
         kind = None if atom is None else checked.relations[atom.relation].kind
         sliced_here = atom is not None and kind == "source" and not late and atom.relation in sliced
         binds = _bound(atom, known) if atom is not None and (kind == "derived" or sliced_here) else None
+        if atom is not None and binds and sliced_here:
+            binds = _coarser(atom, binds, read)
         if atom is not None and binds:
             # A derived atom is read from its adorned copy, whose demand a magic rule passes
             # on; a sliced source from its slice, whose keys a need rule asks for.
@@ -204,8 +211,11 @@ def _rewrite(
             attributes = checked.relations[atom.relation].attributes
             name = names.need(want, attributes) if sliced_here else names.magic(want, attributes)
             asked = ast.Atom(name, tuple(arg for arg in atom.args if arg.attribute in binds), atom.position)
-            if _plain(asked) != _plain(guard):  # `m(x: X) :- m(x: X), ...` adds nothing
+            # `m(x: X) :- m(x: X), ...` adds nothing, nor a need asked already with a shorter
+            # prefix (a longer one derives a subset of what it does).
+            if _plain(asked) != _plain(guard) and _plain(asked) not in asked_already:
                 magic.append(text.rule(ast.Rule(asked, False, tuple(prefix), rule.position)))
+                asked_already.add(_plain(asked))
             if sliced_here:
                 slices[want] = None
             else:
@@ -221,6 +231,24 @@ def _rewrite(
         names.adorned((head.relation, bound), relation.attributes), head.args, head.position
     )
     return [text.rule(ast.Rule(adorned_head, False, tuple(body), rule.position)), *magic], wanted
+
+
+def _coarser(
+    atom: ast.Atom, binds: frozenset[str], read: list[tuple[str, frozenset[str], dict[str, str]]]
+) -> frozenset[str]:
+    """The attributes a sliced atom reads its slice by: `binds`, or fewer of them where an
+    earlier atom of the rule reads the same source's slice by those, bound to the same terms
+    (the shortcut `e(x: A, y: C)` of a triangle after `e(x: A, y: B)`): its keys are needed
+    already, so the atom costs no fetch of its own, where by all of `binds` it would cost a
+    round (bench/triangles.py: three rounds a cold vertex, two this way). Records the
+    atom's choice in `read`."""
+    terms = {arg.attribute: text.term(arg.term) for arg in atom.args}
+    for source, earlier, at in read:
+        if source == atom.relation and earlier < binds and all(terms[a] == at[a] for a in earlier):
+            binds = earlier
+            break
+    read.append((atom.relation, binds, {a: terms[a] for a in binds}))
+    return binds
 
 
 def _bound(atom: ast.Atom, known: set[str]) -> frozenset[str]:

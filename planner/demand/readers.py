@@ -20,7 +20,7 @@ to hold whole. Its WcojJoin is full whatever the key (provenance.py), so the pla
 hydrates the whole source and its indexes at a keyed view's first lookup; the rewrite guards
 the body by the demanded keys and reads its sources through slices, so the join holds the
 demanded keys' neighbourhoods only (a triangle view keyed by a vertex: the vertex's edges,
-its neighbours', and the shortcuts, three Spark rounds). A reader the rewrite refuses
+then its neighbours', two Spark rounds). A reader the rewrite refuses
 (magic.Full) keeps the plain plan too, with the reason kept for `explain`.
 """
 
