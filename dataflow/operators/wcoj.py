@@ -24,9 +24,12 @@ Contract:
   start binds entirely is a membership test of its row.
 - State: per distinct input (an input read by several atoms, the same node on several
   ports, is indexed once), the `CollectionIndex`es the paths use (state/collection_index.py),
-  made when the node is built and hydrated from the inputs; nothing else. A step
-  computes the indexes' changes first, runs every path against views of the indexes
-  before (atoms after i) or after (atoms before i) the changes, then applies them.
+  made when the node is built and hydrated from the inputs; nothing else. Joins of one
+  graph reading the same node share its indexes (the builder's `IndexRegistry`: two rules
+  over `edge` hold edge's indexes once); the first join made them and counts them in its
+  state. A step computes the indexes' changes first (once for every join reading them),
+  runs every path against views of the indexes before (atoms after i) or after (atoms
+  before i) the changes, then applies them (the step's first join to finish does).
 - Deltas: `eval` takes every port's delta of a step at once; `on_delta(port, delta)` is a
   step in which the node read at `port` emitted `delta` (on every port it feeds).
 - Full mode only: no partial state, no missing keys, no eviction (a keyed view's body is
@@ -58,10 +61,13 @@ from typing import Any
 from pomoview.dataflow.node import EvictCols, FetchRequest, Node, StateSummary, Value, active
 from pomoview.dataflow.operators.filter import COMPARE
 from pomoview.dataflow.state.collection_index import (
-    Changes,
     CollectionIndex,
     Extensions,
+    IndexRegistry,
+    IndexView,
     RelationIndexes,
+    StepChanges,
+    negated,
     view,
 )
 from pomoview.dataflow.state.keyed_state import Key, Row
@@ -173,9 +179,11 @@ class WcojJoin(Node):
         constraints: tuple[Compare, ...] = (),
         labels: tuple[str, ...] | None = None,
         negated: int = 0,
+        indexes: IndexRegistry | None = None,
     ) -> None:
         """`labels` name the atoms' relations in `describe` (default: an input's source, else
-        its port); the last `negated` atoms are negated."""
+        its port); the last `negated` atoms are negated. `indexes`: the graph's registry,
+        through which joins reading the same node share its indexes (default: its own)."""
         assert len(inputs) == len(atoms) >= 2 + negated, "one atom per input, two positive at least"
         assert labels is None or len(labels) == len(atoms)
         super().__init__(variables, inputs)
@@ -184,6 +192,7 @@ class WcojJoin(Node):
         self.labels = labels
         self.demand_driven = False  # reads a demand source: holds the demanded part only
         self.positive = len(atoms) - negated  # atoms [0, positive) are positive
+        registry = indexes if indexes is not None else IndexRegistry()
         self.atom_vars: list[tuple[str, ...]] = []
         for node, terms in zip(inputs, atoms, strict=True):
             assert len(terms) == len(node.schema), f"atom {terms} over {node.schema}"
@@ -196,14 +205,18 @@ class WcojJoin(Node):
             assert names and set(names) <= body, f"a negated atom over {names}: unsafe, or no variable"
         for c in constraints:
             assert c.op in COMPARE and c.left in body and (isinstance(c.right, Const) or c.right in body), c
-        # One index set per distinct input node: a relation read by several atoms is shared.
+        # One index set per distinct input node: a relation read by several atoms is shared,
+        # and so is one another join of the graph reads (the first join made it: `owned`).
         self.relation_of: list[int] = []
         self.relations: list[RelationIndexes] = []
+        self.owned: list[bool] = []  # counted in this node's state_summary
         seen: dict[int, int] = {}
         for node in inputs:
             if id(node) not in seen:
                 seen[id(node)] = len(self.relations)
-                self.relations.append(RelationIndexes(len(node.schema)))
+                relation = registry.relation(node, len(node.schema))
+                self.relations.append(relation)
+                self.owned.append(relation.readers == 1)
             self.relation_of.append(seen[id(node)])
         self.paths = [self._plan(self.atom_vars[i], i) for i in range(len(atoms))]
         self.lookups: dict[tuple[str, ...], _Path] = {}  # by the variables a lookup binds
@@ -311,15 +324,19 @@ class WcojJoin(Node):
             if active(value):
                 assert isinstance(value, ZSet), f"{self.describe()} takes ZSets, got {type(value).__name__}"
                 deltas[self.relation_of[port]] = value
-        return self._step(deltas)
+        return self._step(deltas, time)
 
     def on_delta(self, port: int, delta: ZSet[Row]) -> ZSet[Row]:
-        return self._step({self.relation_of[port]: delta})
+        return self._step({self.relation_of[port]: delta}, object())
 
-    def _step(self, deltas: Mapping[int, ZSet[Row]]) -> ZSet[Row]:
-        changes: dict[int, dict[CollectionIndex, Changes]] = {
-            r: self.relations[r].changes(d) for r, d in deltas.items() if d
+    def _step(self, deltas: Mapping[int, ZSet[Row]], stamp: object) -> ZSet[Row]:
+        """The step's output. A relation another join of the graph reads may have had the
+        step's changes applied by that join already (`StepChanges.applied`): its view
+        before the step is then the index minus them."""
+        steps: dict[int, StepChanges] = {
+            r: self.relations[r].step_changes(stamp, d) for r, d in deltas.items() if d
         }
+        undone: dict[int, Extensions] = {}  # by id(index): an applied index before the step
         out: ZSet[Row] = ZSet()
         for path in self.paths:
             delta = deltas.get(self.relation_of[path.atom])
@@ -329,21 +346,38 @@ class WcojJoin(Node):
             # Atoms before this one see their relation with the step's delta, atoms after
             # without: each combination of simultaneous changes is counted by one path.
             def seen(access: _Access, i: int = path.atom) -> Extensions:
-                changed = changes.get(self.relation_of[access.atom]) if access.atom < i else None
-                return view(access.index, changed[access.index] if changed else None)
+                step = steps.get(self.relation_of[access.atom])
+                changed = step.changes.get(access.index) if step is not None else None
+                if step is None or not changed:
+                    return access.index
+                if not step.applied:
+                    return view(access.index, changed) if access.atom < i else access.index
+                if access.atom < i:
+                    return access.index
+                found = undone.get(id(access.index))
+                if found is None:
+                    found = undone[id(access.index)] = IndexView(access.index, negated(changed))
+                return found
 
-            rows = delta.items() if path.atom < self.positive else self._flips(path.atom, delta)
+            rows: Iterable[tuple[Row, int]]
+            if path.atom < self.positive:
+                rows = delta.items()
+            else:
+                rows = self._flips(path.atom, delta, steps[self.relation_of[path.atom]])
             self._run(path, self._start(path, rows), seen, out)
-        for r, changed in changes.items():
-            self.relations[r].apply(changed)
+        for r, step in steps.items():
+            self.relations[r].finish(step)
         return out
 
-    def _flips(self, atom: int, delta: ZSet[Row]) -> Iterable[tuple[Row, int]]:
+    def _flips(self, atom: int, delta: ZSet[Row], step: StepChanges) -> Iterable[tuple[Row, int]]:
         """The change of a negated atom's factor [absent] per tuple of its relation's `delta`:
-        +1 for a tuple the step made absent, -1 for one it made present (before the step's
-        changes are applied: the covering index holds the weights before it)."""
-        held = self.relations[self.relation_of[atom]].covering()
-        where, at = held.key_cols, held.value_col
+        +1 for a tuple the step made absent, -1 for one it made present (against the weights
+        before the step: the covering index, minus the step's changes when another join
+        applied them)."""
+        covering = self.relations[self.relation_of[atom]].covering()
+        where, at = covering.key_cols, covering.value_col
+        changed = step.changes.get(covering) if step.applied else None
+        held: Extensions = IndexView(covering, negated(changed)) if changed else covering
         for row, weight in delta.items():
             old = held.validate(tuple(row[c] for c in where), row[at])
             flip = (old > 0) - (old + weight > 0)
@@ -389,11 +423,11 @@ class WcojJoin(Node):
     # -- state ---------------------------------------------------------------------------
 
     def hydrate(self) -> list[FetchRequest]:
-        loaded: set[int] = set()
         for node, r in zip(self.inputs, self.relation_of, strict=True):
-            if r not in loaded:
-                loaded.add(r)
-                self.relations[r].add(node.query((), [()]))
+            relation = self.relations[r]
+            if not relation.loaded:  # loaded already when another join of the graph reads it
+                relation.add(node.query((), [()]))
+                relation.loaded = True
         return []
 
     def upquery(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
@@ -424,7 +458,9 @@ class WcojJoin(Node):
 
     def state_summary(self) -> StateSummary:
         prefixes = entries = size = 0
-        for relation in self.relations:
+        for relation, owned in zip(self.relations, self.owned, strict=True):
+            if not owned:
+                continue  # the join that made it counts it
             p, e, b = relation.summary()
             prefixes, entries, size = prefixes + p, entries + e, size + b
         return StateSummary((), self.demand_driven, prefixes, entries, size)
@@ -446,6 +482,8 @@ class WcojJoin(Node):
             for p in self.paths
         )
         mode = "demand-driven" if self.demand_driven else "full"
+        if not all(self.owned):
+            mode += ", indexes shared"
         return f"WcojJoin({body}{where}; orders {orders}; {mode})"
 
 

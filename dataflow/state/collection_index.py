@@ -27,18 +27,24 @@ multiplies the row's weight once, at the covering index where the row is fully b
 `RelationIndexes` holds the indexes of one relation, made on demand (only the access
 paths some join needs, the 3DF seed's "skipped where not needed"; one made after rows
 arrived is loaded from a covering index) and shared by every atom that reads the
-relation. A step changes them in two phases so that readers can see the relation both
-before and after the step's delta (the older/newer views of delta queries):
-`changes(delta)` computes every index's change without touching it, an `IndexView`
-answers over an index with or without those changes, and `apply` adds them once every
-reader is done. Full state only: every prefix is present.
+relation, and by every join that reads the same node (`IndexRegistry`: two rules over
+`edge` hold its indexes once). A step changes them in two phases so that readers can see
+the relation both before and after the step's delta (the older/newer views of delta
+queries): `changes(delta)` computes every index's change without touching it, an
+`IndexView` answers over an index with or without those changes, and `apply` adds them
+once the reader is done. Between joins sharing the relation, `step_changes` computes a
+step's changes once: the first join of the step applies them when it is done, and the
+joins after it see the relation before the step as the index minus the changes
+(`negated`). Full state only: every prefix is present.
 """
 
 from __future__ import annotations
 
 import itertools
 import sys
-from collections.abc import Iterator, Mapping
+import weakref
+from collections.abc import Hashable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from pomoview.dataflow.state.keyed_state import Key, Row
@@ -128,6 +134,11 @@ class CollectionIndex:
         return f"{self.key_cols}->{self.value_col}"
 
 
+def negated(changes: Changes) -> Changes:
+    """The changes that undo `changes`: an applied index minus them is the index before."""
+    return {prefix: {v: -change for v, change in values.items()} for prefix, values in changes.items()}
+
+
 def view(index: CollectionIndex, changes: Changes | None) -> Extensions:
     """`index` with the step's `changes` (the index itself when there are none)."""
     return IndexView(index, changes) if changes else index
@@ -179,12 +190,28 @@ class IndexView:
         return weight
 
 
+@dataclass
+class StepChanges:
+    """One step's changes of a relation's indexes, for every join that reads it: `applied`
+    once the first join of the step is done (the joins after it read the relation before
+    the step as the indexes minus `changes`)."""
+
+    stamp: Hashable
+    delta: ZSet[Row]  # held so that its identity is not reused while the memo lives
+    changes: dict[CollectionIndex, Changes]
+    applied: bool = False
+    finished: int = 0  # joins done with it
+
+
 class RelationIndexes:
     """The indexes of one relation (of `arity` columns), shared by every atom over it."""
 
     def __init__(self, arity: int) -> None:
         self.arity = arity
         self.indexes: dict[tuple[tuple[int, ...], int], CollectionIndex] = {}
+        self.loaded = False  # hydrated, by the first join that reads the relation
+        self.readers = 0  # joins that read it (IndexRegistry)
+        self._step: StepChanges | None = None
 
     def index(self, key_cols: tuple[int, ...], value_col: int) -> CollectionIndex:
         """The index for (`key_cols`, `value_col`), made at its first use from the rows of a
@@ -200,6 +227,12 @@ class RelationIndexes:
                 values[row[value_col]] = values.get(row[value_col], 0) + (weight if found.covering else 1)
             found.apply(changes)
             self.indexes[(key_cols, value_col)] = found
+            step = self._step
+            if step is not None:
+                # Made between two joins of a step: its part of the step's changes, against
+                # the rows as they were before the step.
+                held = self._covering_before()
+                step.changes[found] = self._changes(step.delta, [found], held)[found]
         return found
 
     def covering(self) -> CollectionIndex:
@@ -211,16 +244,33 @@ class RelationIndexes:
         assert not any(i.size for i in self.indexes.values()), "rows held without a covering index"
         return self.index(tuple(range(self.arity - 1)), self.arity - 1)
 
+    def _covering_before(self) -> Extensions:
+        """The covering index as it was before the step being shared (`step_changes`)."""
+        covering, step = self.covering(), self._step
+        if step is None or not step.applied:
+            return covering
+        return view(covering, negated(step.changes.get(covering) or {}))
+
     def changes(self, delta: ZSet[Row]) -> dict[CollectionIndex, Changes]:
         """What `delta` changes in each index, computed against the indexes as they are."""
-        rows_at = self.covering()
-        supports = [i for i in self.indexes.values() if not i.covering]
-        out: dict[CollectionIndex, Changes] = {i: {} for i in self.indexes.values()}
+        rows_at = self.covering()  # made first when none is: the rows are held there
+        return self._changes(delta, list(self.indexes.values()), rows_at)
+
+    @staticmethod
+    def _changes(
+        delta: ZSet[Row], targets: list[CollectionIndex], rows_at: Extensions
+    ) -> dict[CollectionIndex, Changes]:
+        """What `delta` changes in each of `targets`, the rows' weights before it read from
+        `rows_at` (a covering index, or a view of one)."""
+        assert isinstance(rows_at, (CollectionIndex, IndexView))
+        at = rows_at if isinstance(rows_at, CollectionIndex) else rows_at.index
+        supports = any(not i.covering for i in targets)
+        out: dict[CollectionIndex, Changes] = {i: {} for i in targets}
         for row, weight in delta.items():
             support = 0
             # A non-covering index counts rows that appear or vanish, whatever their weights.
             if supports:
-                old = rows_at.validate(tuple(row[c] for c in rows_at.key_cols), row[rows_at.value_col])
+                old = rows_at.validate(tuple(row[c] for c in at.key_cols), row[at.value_col])
                 support = ((old + weight) != 0) - (old != 0)
             for index, changes in out.items():
                 change = weight if index.covering else support
@@ -234,6 +284,26 @@ class RelationIndexes:
                 else:
                     del per_prefix[value]
         return out
+
+    def step_changes(self, stamp: Hashable, delta: ZSet[Row]) -> StepChanges:
+        """The step's changes of the indexes for `delta`, the same for every join that reads
+        the relation in the step `stamp` (the same delta object): computed for the first,
+        applied when it calls `finish`."""
+        step = self._step
+        if step is None or step.stamp != stamp or step.delta is not delta:
+            step = self._step = StepChanges(stamp, delta, self.changes(delta))
+        return step
+
+    def finish(self, step: StepChanges) -> None:
+        """A join is done with the step: the first applies its changes; the last one of the
+        joins reading the relation lets the memo go (a join rolled back never finishes:
+        the next step's memo replaces it then)."""
+        if not step.applied:
+            self.apply(step.changes)
+            step.applied = True
+        step.finished += 1
+        if step.finished >= self.readers and self._step is step:
+            self._step = None
 
     def apply(self, changes: Mapping[CollectionIndex, Changes]) -> None:
         for index, changed in changes.items():
@@ -250,3 +320,33 @@ class RelationIndexes:
             sum(i.size for i in indexes),
             sum(i.estimate_bytes() for i in indexes),
         )
+
+
+class IndexRegistry:
+    """The RelationIndexes of each node that worst-case-optimal joins read, shared by every
+    join reading that node (a circuit builder holds one for its graph). Held by the node
+    weakly: a node the graph dropped (a rolled-back build) takes its entry with it."""
+
+    def __init__(self) -> None:
+        self._of: weakref.WeakKeyDictionary[object, RelationIndexes] = weakref.WeakKeyDictionary()
+        self._added: list[weakref.ref[object]] = []  # nodes whose relation came since `commit`
+
+    def relation(self, node: object, arity: int) -> RelationIndexes:
+        found = self._of.get(node)
+        if found is None:
+            found = self._of[node] = RelationIndexes(arity)
+            self._added.append(weakref.ref(node))
+        found.readers += 1
+        return found
+
+    def commit(self) -> None:
+        self._added.clear()
+
+    def rollback(self) -> None:
+        """Forgets the relations made since `commit`: a build that failed may have loaded
+        one that no join in the graph maintains, which a later join must not take as it is."""
+        for ref in self._added:
+            node = ref()
+            if node is not None:
+                self._of.pop(node, None)
+        self._added.clear()

@@ -51,12 +51,11 @@ from pomoview.dataflow.operators.top_k import OrderColumns, TopK
 from pomoview.dataflow.operators.trace_append import TraceAppend
 from pomoview.dataflow.operators.union import Union
 from pomoview.dataflow.operators.unit import Unit
-from pomoview.dataflow.operators.wcoj import Compare as WcojCompare
-from pomoview.dataflow.operators.wcoj import Const as WcojConst
-from pomoview.dataflow.operators.wcoj import Term, WcojJoin
 from pomoview.dataflow.operators.z1_trace import Z1Trace
 from pomoview.dataflow.state.aggregates import NO_VALUE, UserAggregate, make
+from pomoview.dataflow.state.collection_index import IndexRegistry
 from pomoview.dataflow.state.keyed_state import Row
+from pomoview.planner.builder.multi_join import multi_join
 from pomoview.planner.frontend.cid import cid
 from pomoview.planner.frontend.relations import ViewOrder
 from pomoview.planner.frontend.validate import Relation
@@ -118,36 +117,6 @@ def _row_cid(relation: str, attributes: tuple[str, ...]) -> Callable[[Row], obje
     return lambda row: cid(relation, zip(attributes, row, strict=True))
 
 
-def _label(expr: ra.Expr) -> str | None:
-    """The relation an atom's input reads, for `explain` (None: not a plain scan)."""
-    while isinstance(expr, (ra.Project, ra.Select, ra.CidExtend)):
-        expr = expr.input
-    return expr.relation if isinstance(expr, ra.Scan) else None
-
-
-def _multi_join(expr: ra.MultiJoin, ins: list[Node]) -> WcojJoin:
-    """The WcojJoin of a MultiJoin over its atoms' nodes (`ins`, one per atom: an input
-    read by several atoms is one node, which the WcojJoin indexes once)."""
-    atoms: list[tuple[Term, ...]] = []
-    for (atom, terms), node in zip(expr.atoms + expr.negated, ins, strict=True):
-        assert node.schema == atom.schema, (node.schema, atom.schema)
-        atoms.append(tuple(t if isinstance(t, str) else WcojConst(t.value) for t in terms))
-    constraints = []
-    for c in expr.constraints:
-        assert isinstance(c.left, ra.Col), "cyclic.py puts a variable on the left"
-        right = c.right.name if isinstance(c.right, ra.Col) else WcojConst(c.right.value)
-        constraints.append(WcojCompare(c.left.name, c.op, right))
-    labels = tuple(_label(atom) or f"#{i}" for i, (atom, _) in enumerate(expr.atoms + expr.negated))
-    return WcojJoin(
-        tuple(ins),
-        tuple(atoms),
-        expr.variables,
-        tuple(constraints),
-        labels,
-        negated=len(expr.negated),
-    )
-
-
 class _Loop:
     """What one Child being built keeps: its feedbacks and the nodes built for it."""
 
@@ -185,6 +154,7 @@ class CircuitBuilder:
         self._nodes: dict[int, Node] = {}  # id(Keyed) -> its node: one per (operator, key)
         self._added: list[int] = []  # memo entries since the last commit
         self._added_children: list[int] = []
+        self.indexes = IndexRegistry()  # the WcojJoins' indexes, shared by input node
 
     # -- aggregates -------------------------------------------------------------
 
@@ -245,12 +215,14 @@ class CircuitBuilder:
     def commit(self) -> None:
         self._added.clear()
         self._added_children.clear()
+        self.indexes.commit()
 
     def rollback(self) -> None:
         for key in self._added:
             self._nodes.pop(key, None)
         for key in self._added_children:
             self._children.pop(key, None)
+        self.indexes.rollback()
         self.commit()
 
     def _construct(self, keyed: Keyed, ins: list[Node]) -> Node:
@@ -276,7 +248,7 @@ class CircuitBuilder:
         if isinstance(expr, ra.Union):
             return Union(tuple(ins))
         if isinstance(expr, ra.MultiJoin):
-            return _multi_join(expr, ins)
+            return multi_join(expr, ins, self.indexes)
         if isinstance(expr, ra.Distinct):
             return DistinctIncremental(ins[0], _positions(ins[0].schema, key or ()), partial=key is not None)
         if isinstance(expr, ra.Unit):

@@ -16,6 +16,7 @@ from pomoview.dataflow.circuit import Circuit
 from pomoview.dataflow.node import Node, Value, select_keys
 from pomoview.dataflow.operators.input import Input
 from pomoview.dataflow.operators.wcoj import Compare, Const, Term, WcojJoin
+from pomoview.dataflow.state.collection_index import IndexRegistry, RelationIndexes
 from pomoview.dataflow.state.keyed_state import Key, Row
 from pomoview.dataflow.time import Time
 from pomoview.dataflow.zset import ZSet
@@ -267,3 +268,82 @@ def test_no_index_proposes_a_whole_column(name: str) -> None:
     join = Harness(BODIES[name], {}).join
     keys = [index.key_cols for relation in join.relations for index in relation.indexes.values()]
     assert all(keys), keys
+
+
+# Bodies over the relations e and f that read e positively, negated, and by a wider key.
+SHARING = ("triangle-one-relation", "triangle-not-reversed", "four-cycle", "triangle-a<b")
+
+
+class SharedHarness:
+    """Joins of several bodies over the same input nodes, their indexes shared through one
+    IndexRegistry, in one circuit; a join made after some steps joins in (hydrated from the
+    relations the others keep, not from the inputs)."""
+
+    def __init__(self, names: Sequence[str], initial: dict[str, dict[Row, int]]) -> None:
+        self.registry = IndexRegistry()
+        self.inputs = {name: ZInput(name, 2) for name in ("e", "f")}
+        for name, ops in initial.items():
+            self.inputs[name].total.extend(ZSet(ops))
+        self.joins: dict[str, tuple[WcojJoin, Sink]] = {}
+        for name in names:
+            self.add(name)
+
+    def add(self, name: str) -> None:
+        body = BODIES[name]
+        atoms = body.atoms + body.negated
+        join = WcojJoin(
+            tuple(self.inputs[n] for n, _ in atoms),
+            tuple(terms for _, terms in atoms),
+            body.variables,
+            body.constraints,
+            negated=len(body.negated),
+            indexes=self.registry,
+        )
+        sink = Sink(join)
+        self.joins[name] = (join, sink)
+        self.circuit = Circuit([s for _, s in self.joins.values()])
+        join.hydrate()  # a no-op for the relations another join loaded
+        sink.total = join.query((), [()])
+
+    def step(self, batch: dict[str, dict[Row, int]]) -> None:
+        self.circuit.step({name: ZSet(ops) for name, ops in batch.items()})
+
+    def check(self) -> None:
+        data = {name: node.total for name, node in self.inputs.items()}
+        for name, (join, sink) in self.joins.items():
+            assert sink.total == reference(BODIES[name], data), name
+            assert join.query((), [()]) == sink.total, name
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_joins_sharing_indexes_each_equal_their_join(data: st.DataObject) -> None:
+    """Every join over shared indexes equals its join recomputed from scratch after every
+    step, in whichever order the circuit runs them (the first to run applies the step's
+    changes; the others read the relation before it as the indexes minus the changes),
+    and a join added later shares the maintained indexes instead of loading its own."""
+    order = data.draw(st.permutations(SHARING))
+    history = data.draw(batches({"e": 2, "f": 2}))
+    late_at = data.draw(st.integers(0, len(history) - 1))
+    harness = SharedHarness(order[:-1], history[0])
+    harness.check()
+    for n, batch in enumerate(history[1:]):
+        if n == late_at:
+            harness.add(order[-1])
+            harness.check()
+        harness.step(batch)
+        harness.check()
+    joins = [join for join, _ in harness.joins.values()]
+    e = harness.inputs["e"]
+    relations = {id(j.relations[j.relation_of[j.inputs.index(e)]]) for j in joins}
+    assert len(relations) == 1, "every join reads e's indexes through one RelationIndexes"
+    # The relation is counted once, by the join that made it.
+    assert sum(j.state_summary().rows for j in joins) == sum(r.summary()[1] for r in _distinct(joins))
+
+
+def _distinct(joins: Sequence[WcojJoin]) -> list[RelationIndexes]:
+    out: dict[int, RelationIndexes] = {}
+    for join in joins:
+        for relation in join.relations:
+            out[id(relation)] = relation
+    return list(out.values())

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import pytest
 
+from pomoview.dataflow.operators.wcoj import WcojJoin
 from pomoview.engine.engine import Engine
 
 Edges = set[tuple[int, int]]
@@ -157,3 +158,39 @@ def test_negated_relation_changes_above_the_wcoj_join() -> None:
         assert engine.read(view) == {(1, 4, 5)}
         engine.write(delete={"n": [{"v": 0}]})
         assert engine.read(view) == {(0, 1, 2), (1, 4, 5)}
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_views_over_one_relation_share_its_indexes(seed: int) -> None:
+    """Every program above in one: four cyclic views over e, readers built at different
+    epochs (each later WcojJoin takes e's indexes as the earlier ones maintain them), whole
+    and keyed, against the recomputation after every write; e's indexes are held once."""
+    text = SOURCES + "".join(rules for rules, _, _, _ in PROGRAMS.values())
+    engine = Engine(text)
+    rng = random.Random(seed)
+    present: dict[str, Edges] = {"e": set(), "f": set()}
+    built: list[str] = []
+    for epoch in range(10):
+        batch = {source: _batch(rng, present[source]) for source in present}
+        engine.write(
+            insert={s: _rows(ins) for s, (ins, _) in batch.items()},
+            delete={s: _rows(dels) for s, (_, dels) in batch.items()},
+        )
+        for source, (ins, dels) in batch.items():
+            present[source] = (present[source] | ins) - dels
+        if epoch % 2 == 0 and len(built) < len(PROGRAMS):
+            built.append(list(PROGRAMS)[len(built)])  # a new view's readers, this epoch
+        for name in built:
+            _, view, answer, key = PROGRAMS[name]
+            want = answer(present["e"], present["f"])
+            assert engine.read(view) == want, (name, epoch)
+            position = engine.attributes(view).index(key)
+            for value in rng.sample(range(DOMAIN), 2):
+                got = engine.lookup(view, {key: value})
+                assert got == {row for row in want if row[position] == value}, (name, epoch, value)
+    joins = [n for n in engine.graph.graph.nodes if isinstance(n, WcojJoin)]
+    assert len(joins) == len(PROGRAMS)
+    e_node = next(n for n in engine.graph.graph.nodes if getattr(n, "source", None) == "e")
+    shared = {id(j.relations[j.relation_of[j.inputs.index(e_node)]]) for j in joins if e_node in j.inputs}
+    assert len(shared) == 1, "e's indexes are held once"
+    assert sum(not all(j.owned) for j in joins) == len(PROGRAMS) - 1
