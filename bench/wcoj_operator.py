@@ -17,6 +17,14 @@ state held by the join nodes (rows, as Stats reports them; the source index is n
 and the time of single-edge writes touching the hub (an insert then its delete, alternating
 with random edges). Medians over the rounds; both answers are checked equal after
 hydration and after the writes.
+
+Then three rules over the same e, each one WcojJoin (the triangle; the triangles with
+a < b read as a ring, `e(a, b), e(b, c), e(c, a)`; the open triangles, the triangle with
+`not e(c, a)`), built with one IndexRegistry (the planner's way: e's indexes held once) and
+with one each (how they were held before), alternating: the index entries (Stats' rows),
+the memory the build allocated (tracemalloc, the source index's rows included, in a build
+of its own), hydration and the same writes. Each rule's answer is checked equal between
+the two.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ import random
 import statistics
 import sys
 import time
+import tracemalloc
 from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 from typing import Any
@@ -36,7 +45,8 @@ from pomoview.dataflow.circuit import Circuit  # noqa: E402
 from pomoview.dataflow.node import Filters, Node, fetch_from  # noqa: E402
 from pomoview.dataflow.operators.join import Join  # noqa: E402
 from pomoview.dataflow.operators.source_index import SourceIndex  # noqa: E402
-from pomoview.dataflow.operators.wcoj import WcojJoin  # noqa: E402
+from pomoview.dataflow.operators.wcoj import Compare, WcojJoin  # noqa: E402
+from pomoview.dataflow.state.collection_index import IndexRegistry  # noqa: E402
 from pomoview.dataflow.state.keyed_state import Key, Row  # noqa: E402
 from pomoview.dataflow.zset import ZSet  # noqa: E402
 
@@ -127,6 +137,53 @@ def run(
     }
 
 
+def three_rules(e: SourceIndex, registry: IndexRegistry | None) -> list[WcojJoin]:
+    """The triangle, the ring with a < b and the open triangle over `e`; `registry` shared
+    by the three (None: each join its own)."""
+    abc = (("a", "b"), ("b", "c"), ("a", "c"))
+    return [
+        WcojJoin((e, e, e), abc, ("a", "b", "c"), indexes=registry),
+        WcojJoin((e, e, e), (("a", "b"), ("b", "c"), ("c", "a")), ("a", "b", "c"), (Compare("a", "<", "b"),),
+                 indexes=registry),
+        WcojJoin((e, e, e, e), (*abc, ("c", "a")), ("a", "b", "c"), negated=1, indexes=registry),
+    ]
+
+
+def run_rules(shared: bool, data: set[Edge], edits: list[Edge]) -> dict[str, Any]:
+    e = source(data)
+    tracemalloc.start()
+    joins = three_rules(e, IndexRegistry() if shared else None)
+    sinks = [Total(j) for j in joins]
+    circuit = Circuit(sinks)
+    circuit.hydrate()
+    allocated = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    e = source(data)
+    joins = three_rules(e, IndexRegistry() if shared else None)
+    sinks = [Total(j) for j in joins]
+    circuit = Circuit(sinks)
+    started = time.perf_counter()
+    circuit.hydrate()
+    for sink, join in zip(sinks, joins, strict=True):
+        sink.total = join.query((), [()])
+    hydrate = time.perf_counter() - started
+    answers = [ZSet(dict(s.total.items())) for s in sinks]
+    times = []
+    for edge in edits:
+        for op in (1, -1):
+            started = time.perf_counter()
+            circuit.step({"e": ZSet({edge: op})})
+            times.append(time.perf_counter() - started)
+    return {
+        "hydrate": hydrate,
+        "peak": state_rows(joins),
+        "bytes": allocated,
+        "write": statistics.median(times),
+        "answer": answers,
+        "after": [s.total for s in sinks],
+    }
+
+
 def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -155,6 +212,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {"edges": len(data), "triangles": triangles}
     for name, runs in results.items():
         out[name] = {m: statistics.median(r[m] for r in runs) for m in ("hydrate", "peak", "write")}
+    rules: dict[str, list[dict[str, Any]]] = {"shared": [], "own": []}
+    for _ in range(args.rounds):
+        for name in rules:
+            rules[name].append(run_rules(name == "shared", data, edits))
+    for a, b in zip(rules["shared"], rules["own"], strict=True):
+        if a["answer"] != b["answer"] or a["after"] != b["after"]:
+            raise AssertionError("shared and own indexes disagree")
+    for name, runs in rules.items():
+        out[name] = {m: statistics.median(r[m] for r in runs) for m in ("hydrate", "peak", "bytes", "write")}
     print_table(out, args)
     return out
 
@@ -169,6 +235,14 @@ def print_table(out: dict[str, Any], args: argparse.Namespace) -> None:
     for label, key, form in (*rows, ("one-edge write (ms)", "write", "{:.3f}")):
         w, b = out["wcoj"][key], out["binary"][key]
         scale = 1000 if key == "write" else 1
+        print(f"{label:24}{form.format(w * scale):>14}{form.format(b * scale):>14}{b / w:>14.1f}")
+    print()
+    print("three rules over e (triangle, ring a < b, open triangle), one WcojJoin each")
+    print(f"{'':24}{'shared':>14}{'own':>14}{'own/shared':>14}")
+    rows = (*rows, ("allocated (MiB)", "bytes", "{:.1f}"), ("one-edge write (ms)", "write", "{:.3f}"))
+    for label, key, form in rows:
+        w, b = out["shared"][key], out["own"][key]
+        scale = 1000 if key == "write" else 1 / 2**20 if key == "bytes" else 1
         print(f"{label:24}{form.format(w * scale):>14}{form.format(b * scale):>14}{b / w:>14.1f}")
 
 

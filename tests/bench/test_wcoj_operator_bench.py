@@ -1,6 +1,6 @@
 """bench/wcoj_operator.py at a tiny scale, so that it cannot rot: both plans run, their
 answers are checked equal inside the benchmark, and the worst-case-optimal plan holds no
-two-path."""
+two-path; three rules sharing e's indexes hold them once."""
 
 from __future__ import annotations
 
@@ -21,3 +21,7 @@ def test_the_wcoj_operator_benchmark_runs_tiny() -> None:
     assert out["binary"]["peak"] > 30 * 30  # the hub's two-paths
     for plan in ("wcoj", "binary"):
         assert out[plan]["hydrate"] > 0 and out[plan]["write"] > 0
+    # Three rules over e: e's two indexes once when shared, once per rule otherwise.
+    assert out["shared"]["peak"] == 2 * out["edges"]
+    assert out["own"]["peak"] == 3 * 2 * out["edges"]
+    assert out["own"]["bytes"] > out["shared"]["bytes"]
