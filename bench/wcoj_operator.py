@@ -121,13 +121,12 @@ def run(
     hydrate = time.perf_counter() - started
     answer = ZSet(dict(sink.total.items()))
     peak = state_rows(joins)
-    times = []
-    for edge in edits:
-        for op in (1, -1):
-            started = time.perf_counter()
-            circuit.step({"e": ZSet({edge: op})})
-            times.append(time.perf_counter() - started)
-            peak = max(peak, state_rows(joins))
+
+    def grown() -> None:
+        nonlocal peak
+        peak = max(peak, state_rows(joins))
+
+    times = timed_writes(circuit, edits, grown)
     return {
         "hydrate": hydrate,
         "peak": peak,
@@ -135,6 +134,20 @@ def run(
         "answer": answer,
         "after": sink.total,
     }
+
+
+def timed_writes(
+    circuit: Circuit, edits: list[Edge], after: Callable[[], None] = lambda: None
+) -> list[float]:
+    """Each edge inserted then deleted, a step each; the steps' times (`after` each step)."""
+    times = []
+    for edge in edits:
+        for op in (1, -1):
+            started = time.perf_counter()
+            circuit.step({"e": ZSet({edge: op})})
+            times.append(time.perf_counter() - started)
+            after()
+    return times
 
 
 def three_rules(e: SourceIndex, registry: IndexRegistry | None) -> list[WcojJoin]:
@@ -150,30 +163,24 @@ def three_rules(e: SourceIndex, registry: IndexRegistry | None) -> list[WcojJoin
 
 
 def run_rules(shared: bool, data: set[Edge], edits: list[Edge]) -> dict[str, Any]:
-    e = source(data)
-    tracemalloc.start()
-    joins = three_rules(e, IndexRegistry() if shared else None)
-    sinks = [Total(j) for j in joins]
-    circuit = Circuit(sinks)
+    def build() -> tuple[list[WcojJoin], list[Total], Circuit]:
+        joins = three_rules(source(data), IndexRegistry() if shared else None)
+        sinks = [Total(j) for j in joins]
+        return joins, sinks, Circuit(sinks)
+
+    tracemalloc.start()  # a build of its own: tracemalloc slows what it traces
+    circuit = build()[2]
     circuit.hydrate()
     allocated = tracemalloc.get_traced_memory()[0]
     tracemalloc.stop()
-    e = source(data)
-    joins = three_rules(e, IndexRegistry() if shared else None)
-    sinks = [Total(j) for j in joins]
-    circuit = Circuit(sinks)
+    joins, sinks, circuit = build()
     started = time.perf_counter()
     circuit.hydrate()
     for sink, join in zip(sinks, joins, strict=True):
         sink.total = join.query((), [()])
     hydrate = time.perf_counter() - started
     answers = [ZSet(dict(s.total.items())) for s in sinks]
-    times = []
-    for edge in edits:
-        for op in (1, -1):
-            started = time.perf_counter()
-            circuit.step({"e": ZSet({edge: op})})
-            times.append(time.perf_counter() - started)
+    times = timed_writes(circuit, edits)
     return {
         "hydrate": hydrate,
         "peak": state_rows(joins),
