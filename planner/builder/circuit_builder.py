@@ -155,6 +155,9 @@ class CircuitBuilder:
         self._added: list[int] = []  # memo entries since the last commit
         self._added_children: list[int] = []
         self.indexes = IndexRegistry()  # the WcojJoins' indexes, shared by input node
+        # One SourceIndex per (source, schema, key columns, filters, partial): `_source_index`.
+        self._sources: dict[tuple[object, ...], SourceIndex] = {}
+        self._added_sources: list[tuple[object, ...]] = []
 
     # -- aggregates -------------------------------------------------------------
 
@@ -195,7 +198,8 @@ class CircuitBuilder:
                 continue
             on_path.discard(id(keyed))
             node = self._construct(keyed, [self._nodes[id(i)] for i in inputs])
-            node.origin = keyed
+            if node.origin is None:  # a source index shared by several plans keeps its first
+                node.origin = keyed
             self._nodes[id(keyed)] = node
             self._added.append(id(keyed))
         return self._nodes[id(root)]
@@ -215,6 +219,7 @@ class CircuitBuilder:
     def commit(self) -> None:
         self._added.clear()
         self._added_children.clear()
+        self._added_sources.clear()
         self.indexes.commit()
 
     def rollback(self) -> None:
@@ -222,6 +227,8 @@ class CircuitBuilder:
             self._nodes.pop(key, None)
         for key in self._added_children:
             self._children.pop(key, None)
+        for memo in self._added_sources:
+            self._sources.pop(memo, None)
         self.indexes.rollback()
         self.commit()
 
@@ -342,14 +349,21 @@ class CircuitBuilder:
         return None if self._is_source(scan) else self.exprs[scan.relation]
 
     def _source_index(self, expr: ra.Scan, key: Key, filters: Filters) -> SourceIndex:
-        return SourceIndex(
-            expr.relation,
-            expr.schema,
-            _positions(expr.schema, key or ()),
-            self.fetch,
-            partial=key is not None,
-            filters=filters,
-        )
+        """The graph's one SourceIndex of `expr`'s source by these key columns and filters:
+        every atom and rule reading the source alike shares its state (one state per
+        operator and key, DESIGN §3), where each built its own: a closure's two rules held
+        two whole copies of `e`, each fetched whole."""
+        cols = _positions(expr.schema, key or ())
+        memo = (expr.relation, expr.schema, cols, tuple(filters), key is not None)
+        found = self._sources.get(memo)
+        if found is None:
+            partial = key is not None
+            found = SourceIndex(
+                expr.relation, expr.schema, cols, self.fetch, partial=partial, filters=filters
+            )
+            self._sources[memo] = found
+            self._added_sources.append(memo)
+        return found
 
     @staticmethod
     def _map(parent: Node, expr: ra.Project) -> Map:
