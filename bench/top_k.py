@@ -23,7 +23,9 @@ Phases and figures:
   growth of the view's SourceIndex and SourceWindow nodes' rows is the proxy: a source index
   may drop rows (a join's other side) that its job fetched. newestStories' SourceWindow
   fetches only each author's first rows (ORDER BY ... LIMIT in the job; its detail in the
-  Describe table counts the rows its jobs returned).
+  Describe table counts the rows its jobs returned). allStories reads story by author
+  through the same SourceIndex as topStories (the graph holds one per source and key), so
+  its first lookup of an author, right after topStories', fetches nothing.
 - warm windows: every warm and small author looked up, then closed-loop readers
   (`--threads`, 1 key per RPC through `Client.lookup`) over newestStories, topStories and
   allStories in turn (A B C A B C, `--windows` each of `--window` s, medians), keys Zipf over

@@ -22,7 +22,12 @@ def test_the_top_k_benchmark_runs_at_scale_one_hundredth() -> None:
         for group in ("hot", "tail"):
             cell = out["cold"][view][group]
             assert cell["s"] and all(s > 0 for s in cell["s"]), (view, group)
-            assert min(cell["fetched"]) > 0 and min(cell["jobs"]) >= 1, (view, group, cell)
+            if view == "all":
+                # story by author is topStories' SourceIndex too, filled by its lookup just
+                # before: the graph's one index per source and key columns.
+                assert max(cell["fetched"]) == 0 and max(cell["jobs"]) == 0, (view, group, cell)
+            else:
+                assert min(cell["fetched"]) > 0 and min(cell["jobs"]) >= 1, (view, group, cell)
             assert bool(cell["duck"]) == (view != "all")
         for phase in ("zipf", "small"):
             row = out["warm"][phase][view]
