@@ -20,6 +20,7 @@ import pytest
 from pomoview.engine.engine import Engine
 from pomoview.planner.compile import compile_program
 from pomoview.planner.demand import text
+from pomoview.planner.demand.extend import extend, parsed_extension
 from pomoview.planner.demand.magic import Demanded, Full, demand_program
 from pomoview.planner.frontend.parse import parse
 
@@ -294,3 +295,28 @@ def test_a_key_of_no_single_type_stays_full() -> None:
     """
     rewritten = demand_program(compile_program(program).checked, "i", ("x",))
     assert isinstance(rewritten, Full) and "no single type" in rewritten.reason
+
+
+def test_an_extension_is_parsed_as_its_whole_text_is() -> None:
+    """`parsed_extension` splices the base program's kept parse with the new part's: the
+    same program, positions included, as parsing the extended text whole; a second and a
+    third extension over the first (the server's readers, one after another) too."""
+    rng = random.Random(41)
+    spliced = 0
+    for _ in range(60):
+        program = generate(rng)
+        checked = compile_program(program.pomo()).checked
+        for _ in range(3):
+            view = rng.choice(list(program.derived))
+            attributes = program.attributes(view)
+            if not attributes:
+                break
+            demanded = demand_program(checked, view, (rng.choice(attributes),))
+            if isinstance(demanded, Full):
+                break
+            assert parsed_extension(checked.text, demanded.text) == parse(demanded.text, "<demand>")
+            spliced += 1
+            found = extend(checked, view, demanded.key)
+            assert not isinstance(found, Full)
+            checked = found.checked
+    assert spliced >= 60
