@@ -10,6 +10,7 @@ own relations keep theirs, so the nodes built for them are shared with every oth
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -71,6 +72,7 @@ def extend(
 # earlier extensions, whose parse the last extension made.
 _PARSES: OrderedDict[str, ast.Program] = OrderedDict()
 _KEEP = 32
+_PARSES_LOCK = threading.Lock()  # graphs of several servers or tests may extend at once
 
 
 def parsed_extension(base: str, text: str) -> ast.Program:
@@ -81,16 +83,18 @@ def parsed_extension(base: str, text: str) -> ast.Program:
     kept = base.rstrip()
     if not text.startswith(kept):
         return parse(text, "<demand>")
-    program = _PARSES.get(kept)
+    with _PARSES_LOCK:
+        program = _PARSES.get(kept)
     if program is None:
         program = parse(kept, "<demand>")
     rest = parse("\n" * kept.count("\n") + text[len(kept) :], "<demand>")
     whole = ast.Program(
         program.sources + rest.sources, program.views + rest.views, program.rules + rest.rules
     )
-    _PARSES[kept] = program
-    _PARSES[text.rstrip()] = whole
-    _PARSES.move_to_end(kept)
-    while len(_PARSES) > _KEEP:
-        _PARSES.popitem(last=False)
+    with _PARSES_LOCK:
+        _PARSES[kept] = program
+        _PARSES.move_to_end(kept)
+        _PARSES[text.rstrip()] = whole
+        while len(_PARSES) > _KEEP:
+            _PARSES.popitem(last=False)
     return whole
