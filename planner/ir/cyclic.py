@@ -21,11 +21,21 @@ blow-up to avoid (its intermediates join along a tree), and keeps partial state,
 MultiJoin does not: it is full whatever its key (provenance.py says why); a keyed reader of
 it gets the demand transformation instead (planner/demand/readers.py).
 
+Inside a recursive stratum (a Fixpoint's bodies), only the atoms that read no relation of
+the stratum are joined by a MultiJoin: a Fixpoint's bodies run in a nested circuit over 2-D
+time with traces, and WcojJoin's indexes hold one time only, so the atoms reading the
+recursion (through Recur) stay binary joins inside the loop. The other atoms of such a join
+tree are split into connected components (atoms sharing a variable); each component of three
+atoms or more whose join graph has a cycle becomes one MultiJoin, with the comparisons over
+its variables only as its constraints, projected on the variables the rest of the body reads
+(the other atoms, the comparisons left above, the head). The builder builds it outside the
+loop (full, as every part that reads no recursion) and the loop joins it by a binary join in
+place of its first atom. `r(x: X, y: Z) :- r(x: X, y: Y), e(src: Y, dst: Z), e(src: Z, dst: W),
+e(src: Y, dst: W)` then keeps e's triangles (Y, Z) once, outside, where the binary chain kept,
+inside the loop and at every iteration, each reached X's two-paths from Y.
+
 Where it does not fire:
-- inside a recursive stratum: a Fixpoint's bodies run in a nested circuit over 2-D time with
-  traces, and WcojJoin's indexes hold one time only; it was not checked there, so binary
-  joins stay, also for the parts of those bodies that read no recursive relation (built
-  outside the loop from the same, unrewritten, expressions);
+- a cycle through a recursive atom (a triangle `r(A, B), e(B, C), r(A, C)`): see above;
 - on more than MAX_ATOMS atoms: the operator plans one path per atom, each quadratic in the
   atoms, and this pass's reduction is quadratic too (a 1,000-atom body stays binary).
 
@@ -102,6 +112,8 @@ class _Rewriter:
     def __init__(self) -> None:
         self.done: dict[int, ra.Expr] = {}  # id(expr) -> its rewrite
         self.scans: dict[ra.Scan, ra.Scan] = {}  # equal scans as one object
+        self.fixpoints: dict[int, ra.Fixpoint] = {}  # id(fixpoint) -> its rewrite: one loop each
+        self.recur: dict[int, bool] = {}  # id(expr) -> whether it reads a Recur
 
     def rewrite(self, root: ra.Expr) -> ra.Expr:
         # Post-order without recursion. A join tree's inner joins are not visited: the tree
@@ -118,22 +130,32 @@ class _Rewriter:
             self.done[id(expr)] = self._one(expr)
         return self.done[id(root)]
 
-    @staticmethod
-    def _below(expr: ra.Expr) -> tuple[ra.Expr, ...]:
+    def _below(self, expr: ra.Expr) -> tuple[ra.Expr, ...]:
         if isinstance(expr, (ra.Recursive, ra.CidExtend)):
-            return ()  # a fixpoint's bodies stay binary; a CidExtend reads a scan
+            return ()  # a fixpoint's bodies are rewritten at its Recursive; a CidExtend reads a scan
         if _is_tree(expr):
             return tuple(_tree(expr))  # type: ignore[arg-type]
         if isinstance(expr, ra.Select) and _is_tree(expr.input):
             return tuple(_tree(expr.input))  # type: ignore[arg-type]
+        loop = self._loop_tree(expr.input) if isinstance(expr, ra.Project) else None
+        if loop is not None:
+            return tuple(_tree(loop[0]))  # decided with the columns the Project reads
         return ra.children(expr)
 
     def _one(self, expr: ra.Expr) -> ra.Expr:
         """`expr` with its children's rewrites, a join tree (under its Select) decided."""
+        if isinstance(expr, ra.Recursive):
+            fixpoint = self._fixpoint(expr.fixpoint)
+            return expr if fixpoint is expr.fixpoint else ra.Recursive(fixpoint, expr.relation)
         if _is_tree(expr):
             return self._join_tree(expr, ())  # type: ignore[arg-type]
         if isinstance(expr, ra.Select) and _is_tree(expr.input):
-            return self._join_tree(expr.input, expr.predicates)  # type: ignore[arg-type]
+            return _same(self._join_tree(expr.input, expr.predicates), expr)  # type: ignore[arg-type]
+        loop = self._loop_tree(expr.input) if isinstance(expr, ra.Project) else None
+        if isinstance(expr, ra.Project) and loop is not None:
+            read = {o.name for _, o in expr.outputs if isinstance(o, ra.Col)}
+            body = _same(self._in_loop(*loop, needed=read), expr.input)
+            return expr if body is expr.input else replace(expr, input=body)
         new = {id(c): self.done[id(c)] for c in self._below(expr)}
         if isinstance(expr, ra.AntiJoin):
             left = new[id(expr.left)]
@@ -150,7 +172,49 @@ class _Rewriter:
             return ra.AntiJoin(joined, right)
         return replace(joined, negated=joined.negated + (self._atom(right),))
 
+    def _fixpoint(self, fixpoint: ra.Fixpoint) -> ra.Fixpoint:
+        """The stratum with its bodies rewritten, once (its relations' Recursives share it)."""
+        done = self.fixpoints.get(id(fixpoint))
+        if done is None:
+            bodies = tuple(self.rewrite(body) for body in fixpoint.bodies)
+            changed = any(new is not old for new, old in zip(bodies, fixpoint.bodies, strict=True))
+            done = ra.Fixpoint(fixpoint.relations, bodies) if changed else fixpoint
+            self.fixpoints[id(fixpoint)] = done
+        return done
+
+    def _reads_recur(self, expr: ra.Expr) -> bool:
+        """ra.mentions_recur, memoized and without a Python frame per operator."""
+        stack = [expr]
+        while stack:
+            top = stack[-1]
+            if id(top) in self.recur:
+                stack.pop()
+                continue
+            below = [c for c in ra.children(top) if id(c) not in self.recur]
+            if below:
+                stack.extend(below)
+                continue
+            stack.pop()
+            below_recur = any(self.recur[id(c)] for c in ra.children(top))
+            self.recur[id(top)] = isinstance(top, ra.Recur) or below_recur
+        return self.recur[id(expr)]
+
+    def _loop_tree(self, expr: ra.Expr) -> tuple[ra.Join | ra.SemiJoin, tuple[ra.Compare, ...]] | None:
+        """(tree, comparisons) when `expr` is a join tree, or a Select over one, with an atom
+        that reads the enclosing stratum's recursion; else None."""
+        predicates: tuple[ra.Compare, ...] = ()
+        if isinstance(expr, ra.Select):
+            predicates = expr.predicates
+            expr = expr.input
+        if not isinstance(expr, (ra.Join, ra.SemiJoin)):
+            return None
+        if not any(self._reads_recur(leaf) for leaf in _tree(expr)):
+            return None
+        return expr, predicates
+
     def _join_tree(self, root: ra.Join | ra.SemiJoin, predicates: tuple[ra.Compare, ...]) -> ra.Expr:
+        if self._loop_tree(root) is not None:
+            return self._in_loop(root, predicates, needed=None)
         leaves = [self.done[id(leaf)] for leaf in _tree(root)]
         # An atom with no variable (all constants) only says whether its tuple exists: the
         # operator wants a variable per atom, so it is joined above it (a semijoin on no column).
@@ -164,6 +228,50 @@ class _Rewriter:
             return joined
         tree = _rebuild_tree(root, {id(old): self.done[id(old)] for old in _tree(root)})
         return ra.Select(tree, predicates) if predicates else tree
+
+    def _in_loop(
+        self, root: ra.Join | ra.SemiJoin, predicates: tuple[ra.Compare, ...], needed: set[str] | None
+    ) -> ra.Expr:
+        """A join tree reading the recursion, its cyclic components of other atoms as
+        MultiJoins (module docstring); the tree and its Select unchanged when there is none.
+        The result has `root`'s schema, or with `needed` (the columns a Project above reads)
+        at least those columns, in any order."""
+        leaves = [self.done[id(leaf)] for leaf in _tree(root)]
+        free = [i for i, leaf in enumerate(leaves) if leaf.schema and not self._reads_recur(leaf)]
+        items: list[ra.Expr | None] = list(leaves)
+        rest = list(predicates)
+        for members in _components([leaves[i].schema for i in free]):
+            members = [free[k] for k in members]
+            atoms = [self._atom(leaves[i]) for i in members]
+            edges = [frozenset(t for t in terms if isinstance(t, str)) for _, terms in atoms]
+            if not (3 <= len(atoms) <= MAX_ATOMS and cyclic(edges)):
+                continue
+            variables = tuple(dict.fromkeys(c for i in members for c in leaves[i].schema))
+            mine = [p for p in rest if _columns(p) and _columns(p) <= set(variables)]
+            rest = [p for p in rest if p not in mine]
+            read = set(root.schema if needed is None else needed).union(*map(_columns, rest))
+            for i, item in enumerate(items):
+                if item is not None and i not in members:
+                    read.update(item.schema)
+            joined = _multi_join(variables, tuple(atoms), tuple(mine))
+            kept = tuple(v for v in variables if v in read)
+            if kept != variables:
+                joined = ra.Project(joined, tuple((v, ra.Col(v)) for v in kept))
+            items[members[0]] = joined
+            for i in members[1:]:
+                items[i] = None
+        if all(item is leaf for item, leaf in zip(items, leaves, strict=True)):
+            tree = _rebuild_tree(root, {id(old): self.done[id(old)] for old in _tree(root)})
+            return ra.Select(tree, predicates) if predicates else tree
+        parts = [item for item in items if item is not None]
+        out = parts[0]
+        for part in parts[1:]:
+            out = ra.SemiJoin(out, part) if set(part.schema) <= set(out.schema) else ra.Join(out, part)
+        if rest:
+            out = ra.Select(out, tuple(rest))
+        if needed is None and out.schema != root.schema:
+            out = ra.Project(out, tuple((c, ra.Col(c)) for c in root.schema))
+        return out
 
     def _atom(self, leaf: ra.Expr) -> tuple[ra.Expr, tuple[ra.AtomTerm, ...]]:
         """The leaf as (input, terms): the scan it renames, or itself whole."""
@@ -211,6 +319,38 @@ def _multi_join(
             rest.append(p)
     joined: ra.Expr = ra.MultiJoin(atoms, schema, tuple(constraints))
     return ra.Select(joined, tuple(rest)) if rest else joined
+
+
+def _same(out: ra.Expr, expr: ra.Expr) -> ra.Expr:
+    """`expr` itself when `out` is a Select equal to it over the same input object."""
+    same = isinstance(out, ra.Select) and isinstance(expr, ra.Select) and out.input is expr.input
+    return expr if same and out.predicates == expr.predicates else out  # type: ignore[union-attr]
+
+
+def _columns(p: ra.Compare) -> set[str]:
+    return {o.name for o in (p.left, p.right) if isinstance(o, ra.Col)}
+
+
+def _components(schemas: list[tuple[str, ...]]) -> list[list[int]]:
+    """The indexes of `schemas` grouped by shared columns (connected components), each in
+    order, the groups by their first index."""
+    parent = list(range(len(schemas)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    first: dict[str, int] = {}
+    for i, schema in enumerate(schemas):
+        for c in schema:
+            j = first.setdefault(c, i)
+            parent[root(i)] = root(j)
+    groups: dict[int, list[int]] = {}
+    for i in range(len(schemas)):
+        groups.setdefault(root(i), []).append(i)
+    return sorted(groups.values())
 
 
 def _rebuild_tree(root: ra.Join | ra.SemiJoin, leaves: dict[int, ra.Expr]) -> ra.Expr:

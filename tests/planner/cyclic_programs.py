@@ -27,7 +27,8 @@ translation. By construction:
 - sometimes a recursive relation on top: the transitive closure of an edge relation from
   the edges of a cyclic one (its adorned copy, for a lookup by key, a MultiJoin with the
   magic guard as an atom and sources sliced by demand as others), and
-  sometimes a triangle through the recursive relation itself (binary joins in its stratum);
+  sometimes a triangle through the recursive relation itself (binary joins in its stratum)
+  or a triangle of lower relations in its recursive rule (a MultiJoin outside the loop);
   its readers by key are demand-driven (planner/demand/), the cyclic bodies below reached
   by the magic rewrite;
 - with `temporal`: a transient source of events and a state relation defined by inductive
@@ -237,11 +238,17 @@ class _Cyclic:
 
     def recursive_cyclic_rule(self, head: str, edges: list[str], lower: list[str]) -> Rule:
         """`head(A, C) :- head(A, B), e1(B, C), e2(A, C), ...`: a triangle through the
-        recursive relation itself (its stratum keeps binary joins)."""
+        recursive relation itself (its stratum keeps binary joins); or, half the time,
+        `head(A, C) :- head(A, B), e1(B, C), e2(C, D), e3(B, D), ...`: a triangle of lower
+        relations in the recursive rule (a MultiJoin outside the loop)."""
         rng = self.rng
         h0, h1 = self.ints(head)[:2]
         body: list[Literal] = [Pos(Atom(head, ((h0, Var("A")), (h1, Var("B")))))]
-        body += [Pos(self.edge_atom(rng.choice(edges), u, v, ["A", "B", "C"])) for u, v in ("BC", "AC")]
+        if rng.random() < 0.5:
+            body += [Pos(self.edge_atom(rng.choice(edges), u, v, ["A", "B", "C"])) for u, v in ("BC", "AC")]
+        else:
+            triangle = ("BC", "CD", "BD")
+            body += [Pos(self.edge_atom(rng.choice(edges), u, v, ["B", "C", "D"])) for u, v in triangle]
         bound = sorted({v for lit in body if isinstance(lit, Pos) for v in lit.variables()})
         body += self.comparisons(bound)[:1]
         if rng.random() < 0.5:

@@ -125,16 +125,86 @@ def test_aggregate_body_and_derived_relations() -> None:
     assert isinstance(r.input.input, ra.Aggregate)
 
 
-def test_recursive_strata_keep_binary_joins() -> None:
-    text = (
-        "reach(src: A, dst: B) :- e(src: A, dst: B).\n"
+def recursive_rule(text: str, relation: str = "reach") -> ra.Expr:
+    """The second rule's expression inside the stratum's loop, under its head projection."""
+    expr = multi_joins(compile_program(DECLS + text).exprs)[relation]
+    assert isinstance(expr, ra.Recursive)
+    body = expr.fixpoint.bodies[expr.fixpoint.relations.index(relation)]
+    assert isinstance(body, ra.Distinct) and isinstance(body.input, ra.Union)
+    rule = body.input.inputs[1]
+    assert isinstance(rule, ra.Project)
+    return rule.input
+
+
+def leaves(expr: ra.Expr) -> list[ra.Expr]:
+    if isinstance(expr, ra.Select):
+        return leaves(expr.input)
+    if isinstance(expr, (ra.Join, ra.SemiJoin)):
+        return leaves(expr.left) + leaves(expr.right)
+    return [expr]
+
+
+CLOSURE = "reach(src: A, dst: B) :- e(src: A, dst: B).\n"
+
+
+def test_a_cycle_through_the_recursion_stays_binary() -> None:
+    # The triangle's cycle passes through reach: the loop's 2-D time keeps it binary joins.
+    text = CLOSURE + "reach(src: A, dst: C) :- reach(src: A, dst: B), e(src: B, dst: C), f(src: A, dst: C).\n"
+    before = compile_program(DECLS + text).exprs
+    assert multi_joins(before)["reach"] is before["reach"]
+
+
+def test_a_recursive_body_joins_its_cyclic_atoms_outside_the_recursion_as_one_multi_join() -> None:
+    text = CLOSURE + (
+        "reach(src: X, dst: Z) :- reach(src: X, dst: Y), e(src: Y, dst: Z), e(src: Z, dst: W), "
+        "f(src: Y, dst: W), Z < W, X != W.\n"
+    )
+    body = recursive_rule(text)
+    # X != W reads the recursion's X: it stays above the loop's join.
+    assert isinstance(body, ra.Select) and body.predicates == (ra.Compare(ra.Col("X"), "!=", ra.Col("W")),)
+    recur, joined = leaves(body)
+    assert isinstance(recur, ra.Project) and isinstance(recur.input, ra.Recur)
+    # The triangle Y Z W, its comparison inside, projected on what the rest reads (W for X != W).
+    join = multi(joined)
+    assert join.variables == ("Y", "Z", "W")
+    assert [terms for _, terms in join.atoms] == [("Y", "Z"), ("Z", "W"), ("Y", "W")]
+    assert join.constraints == (ra.Compare(ra.Col("Z"), "<", ra.Col("W")),)
+    # Without X != W, W is read by no one else: projected away.
+    text = text.replace(", X != W", "")
+    recur, joined = leaves(recursive_rule(text))
+    assert isinstance(joined, ra.Project) and joined.schema == ("Y", "Z")
+
+
+def test_only_the_cyclic_component_of_a_recursive_body_becomes_a_multi_join() -> None:
+    # e(B, C), f(A, C) join the recursion (acyclic, binary); the triangle X Y Z shares no
+    # variable with them: its own component, a MultiJoin projected on no column (a guard).
+    text = CLOSURE + (
         "reach(src: A, dst: C) :- reach(src: A, dst: B), e(src: B, dst: C), f(src: A, dst: C), "
         + edges("XY YZ XZ")
         + ".\n"
     )
+    found = leaves(recursive_rule(text))
+    assert len(found) == 4
+    guard = found[3]
+    assert isinstance(guard, ra.Project) and guard.schema == () and len(multi(guard.input).atoms) == 3
+    assert not any(isinstance(leaf, ra.MultiJoin) for leaf in found[:3])
+
+
+def test_a_stratum_of_two_relations_is_rewritten_once() -> None:
+    text = (
+        "p(src: A, dst: B) :- e(src: A, dst: B).\n"
+        "p(src: A, dst: C) :- q(src: A, dst: B), " + edges("BC CW BW") + ".\n"
+        "q(src: A, dst: B) :- p(src: A, dst: B).\n"
+    )
     before = compile_program(DECLS + text).exprs
     after = multi_joins(before)
-    assert after["reach"] is before["reach"]
+    p, q = after["p"], after["q"]
+    assert isinstance(p, ra.Recursive) and isinstance(q, ra.Recursive)
+    # One loop for both, the rewritten one: the builder builds one Child per Fixpoint object.
+    assert p.fixpoint is q.fixpoint
+    assert isinstance(before["p"], ra.Recursive) and p.fixpoint is not before["p"].fixpoint
+    recur, joined = leaves(recursive_rule(text, "p"))
+    assert isinstance(joined, ra.Project) and joined.schema == ("B", "C") and multi(joined.input)
 
 
 def test_too_many_atoms_stay_binary() -> None:
