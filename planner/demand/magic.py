@@ -29,7 +29,9 @@ server has fetched (dataflow/operators/source_slice.py). Once every needed key i
 every read of the slice is by a fetched key, so it answers as the whole source would. An
 atom that binds no attribute, or in a rule guarded at its end, reads the source whole. An
 atom whose bound attributes include those of an earlier atom's slice of the same source,
-bound to the same terms, reads that slice (`_coarser`): its keys are needed already.
+bound to the same terms, reads that slice (`_coarser`): its keys are needed already. Else an
+atom bound partly by the demanded key's variables is read by those alone, its need rule the
+guard: fetched in the lookup's first round rather than once the rest of it is bound.
 
 Read whole, never adorned:
 - an atom under negation or inside an aggregate, and a cid binding's atom. Demand on them
@@ -184,11 +186,11 @@ def _rewrite(
         tuple(arg for arg in head.args if arg.attribute in bound),
         head.position,
     )
-    guarded = {t.name for t in (terms[a] for a in bound) if isinstance(t, ast.Variable)}
+    guarded = frozenset({t.name for t in (terms[a] for a in bound) if isinstance(t, ast.Variable)})
     # A bound attribute an aggregate or a cid binding computes is known only after it: the
     # guard then filters the rule's rows at its end, and passes no demand into its body.
     late = bool(guarded & computed)
-    known = set() if late else guarded
+    known = set() if late else set(guarded)
     body: list[ast.BodyLiteral] = [] if late else [guard]
     # The literals a magic rule repeats: those before its atom that are safe on their own.
     prefix: list[ast.BodyLiteral] = [] if late else [guard]
@@ -203,7 +205,7 @@ def _rewrite(
         sliced_here = atom is not None and kind == "source" and not late and atom.relation in sliced
         binds = _bound(atom, known) if atom is not None and (kind == "derived" or sliced_here) else None
         if atom is not None and binds and sliced_here:
-            binds = _coarser(atom, binds, read)
+            binds = _coarser(atom, binds, read, guarded)
         if atom is not None and binds:
             # A derived atom is read from its adorned copy, whose demand a magic rule passes
             # on; a sliced source from its slice, whose keys a need rule asks for.
@@ -214,7 +216,10 @@ def _rewrite(
             # `m(x: X) :- m(x: X), ...` adds nothing, nor a need asked already with a shorter
             # prefix (a longer one derives a subset of what it does).
             if _plain(asked) != _plain(guard) and _plain(asked) not in asked_already:
-                magic.append(text.rule(ast.Rule(asked, False, tuple(prefix), rule.position)))
+                # A slice read by the demanded key alone needs no more than the guard: its
+                # keys are fetched in the lookup's first round (`_coarser`).
+                before = (guard,) if sliced_here and _by_key(asked, guarded) else tuple(prefix)
+                magic.append(text.rule(ast.Rule(asked, False, before, rule.position)))
                 asked_already.add(_plain(asked))
             if sliced_here:
                 slices[want] = None
@@ -234,21 +239,41 @@ def _rewrite(
 
 
 def _coarser(
-    atom: ast.Atom, binds: frozenset[str], read: list[tuple[str, frozenset[str], dict[str, str]]]
+    atom: ast.Atom,
+    binds: frozenset[str],
+    read: list[tuple[str, frozenset[str], dict[str, str]]],
+    guarded: frozenset[str],
 ) -> frozenset[str]:
     """The attributes a sliced atom reads its slice by: `binds`, or fewer of them where an
     earlier atom of the rule reads the same source's slice by those, bound to the same terms
     (the shortcut `e(x: A, y: C)` of a triangle after `e(x: A, y: B)`): its keys are needed
     already, so the atom costs no fetch of its own, where by all of `binds` it would cost a
-    round (bench/triangles.py: three rounds a cold vertex, two this way). Records the
-    atom's choice in `read`."""
+    round (bench/triangles.py: three rounds a cold vertex, two this way). Else, when some of
+    `binds` take a variable of the demanded key (`guarded`) and others do not, by those only
+    (a 4-cycle's closing atom `e(x: D, y: A)` keyed by A): their keys are known at the
+    lookup, so the slice is fetched in its first round, where by the pair (D, A) it would
+    wait for D, one round after the body's others. Not by a constant alone: a constant may
+    select most of a source. Records the atom's choice in `read`."""
     terms = {arg.attribute: text.term(arg.term) for arg in atom.args}
     for source, earlier, at in read:
         if source == atom.relation and earlier < binds and all(terms[a] == at[a] for a in earlier):
             binds = earlier
             break
+    else:
+        early = frozenset(arg.attribute for arg in atom.args if _variables_of(arg.term) & guarded) & binds
+        if early and early < binds:
+            binds = early
     read.append((atom.relation, binds, {a: terms[a] for a in binds}))
     return binds
+
+
+def _variables_of(term: ast.Term) -> set[str]:
+    return {term.name} if isinstance(term, ast.Variable) else set()
+
+
+def _by_key(atom: ast.Atom, guarded: frozenset[str]) -> bool:
+    """Whether every term of `atom` is a variable of the demanded key."""
+    return all(isinstance(arg.term, ast.Variable) and arg.term.name in guarded for arg in atom.args)
 
 
 def _bound(atom: ast.Atom, known: set[str]) -> frozenset[str]:

@@ -70,6 +70,34 @@ def test_a_keyed_lookup_fetches_its_neighbourhood_in_two_rounds() -> None:
     assert lookup_in_rounds(engine, 0, fetch) == (rows, [])
 
 
+SQ = """
+source edge(x: int, y: int).
+sq(a: A, c: C) :- edge(x: A, y: B), edge(x: B, y: C), edge(x: C, y: D), edge(x: D, y: A).
+view sq(a).
+"""
+
+
+def test_a_four_cycle_reads_its_closing_atom_by_the_key_in_the_first_round() -> None:
+    # Two 4-cycles through 0 (0 1 2 3 and 0 5 6 3), a path that closes none, the far clique.
+    edges = {(0, 1), (1, 2), (2, 3), (3, 0), (0, 5), (5, 6), (6, 3), (6, 7), (7, 8)}
+    edges |= {(a, b) for a in range(100, 130) for b in range(100, 130) if a != b}
+    engine = Engine(SQ, whole_source_rows=0)
+    engine.write(insert={"edge": [{"x": x, "y": y} for x, y in sorted(edges)]})
+    rows, rounds = in_rounds(engine, 0, Later(engine), ("sq", "a"))
+    nxt: dict[int, set[int]] = {}
+    for x, y in edges:
+        nxt.setdefault(x, set()).add(y)
+    want = {(0, c) for b in nxt[0] for c in nxt[b] for d in nxt.get(c, ()) if (d, 0) in edges}
+    assert rows == want == {(0, 2), (0, 6)}
+    # Round 1: 0's out-edges and, for the closing atom edge(D, 0), its in-edges (magic._coarser:
+    # by the key alone); 2: B's out-edges; 3: C's. By the pair (D, 0) it was a fourth round.
+    columns = [sorted(m.columns for m in misses) for misses in rounds]
+    assert columns == [[("x",), ("y",)], [("x",)], [("x",)]], columns
+    assert [m.keys for m in rounds[0] if m.columns == ("y",)] == [((0,),)]
+    fetched = {k for misses in rounds for miss in misses for k in miss.keys}
+    assert all(k[0] < 100 for k in fetched), "nothing of the far clique is fetched"
+
+
 def test_writes_lookups_and_evictions_agree_with_python_and_the_full_engine() -> None:
     rng = random.Random(20261207)
     nodes = 12
