@@ -64,11 +64,8 @@ from pomoview.dataflow.state.collection_index import (
     CollectionIndex,
     Extensions,
     IndexRegistry,
-    IndexView,
     RelationIndexes,
     StepChanges,
-    negated,
-    view,
 )
 from pomoview.dataflow.state.keyed_state import Key, Row
 from pomoview.dataflow.time import Time
@@ -336,7 +333,6 @@ class WcojJoin(Node):
         steps: dict[int, StepChanges] = {
             r: self.relations[r].step_changes(stamp, d) for r, d in deltas.items() if d
         }
-        undone: dict[int, Extensions] = {}  # by id(index): an applied index before the step
         out: ZSet[Row] = ZSet()
         for path in self.paths:
             delta = deltas.get(self.relation_of[path.atom])
@@ -347,17 +343,9 @@ class WcojJoin(Node):
             # without: each combination of simultaneous changes is counted by one path.
             def seen(access: _Access, i: int = path.atom) -> Extensions:
                 step = steps.get(self.relation_of[access.atom])
-                changed = step.changes.get(access.index) if step is not None else None
-                if step is None or not changed:
+                if step is None:
                     return access.index
-                if not step.applied:
-                    return view(access.index, changed) if access.atom < i else access.index
-                if access.atom < i:
-                    return access.index
-                found = undone.get(id(access.index))
-                if found is None:
-                    found = undone[id(access.index)] = IndexView(access.index, negated(changed))
-                return found
+                return step.after(access.index) if access.atom < i else step.before(access.index)
 
             rows: Iterable[tuple[Row, int]]
             if path.atom < self.positive:
@@ -376,8 +364,7 @@ class WcojJoin(Node):
         applied them)."""
         covering = self.relations[self.relation_of[atom]].covering()
         where, at = covering.key_cols, covering.value_col
-        changed = step.changes.get(covering) if step.applied else None
-        held: Extensions = IndexView(covering, negated(changed)) if changed else covering
+        held = step.before(covering)
         for row, weight in delta.items():
             old = held.validate(tuple(row[c] for c in where), row[at])
             flip = (old > 0) - (old + weight > 0)

@@ -44,7 +44,7 @@ import itertools
 import sys
 import weakref
 from collections.abc import Hashable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from pomoview.dataflow.state.keyed_state import Key, Row
@@ -139,11 +139,6 @@ def negated(changes: Changes) -> Changes:
     return {prefix: {v: -change for v, change in values.items()} for prefix, values in changes.items()}
 
 
-def view(index: CollectionIndex, changes: Changes | None) -> Extensions:
-    """`index` with the step's `changes` (the index itself when there are none)."""
-    return IndexView(index, changes) if changes else index
-
-
 class IndexView:
     """An index as a join sees it in one step: with the step's `changes`, not applied."""
 
@@ -201,6 +196,24 @@ class StepChanges:
     changes: dict[CollectionIndex, Changes]
     applied: bool = False
     finished: int = 0  # joins done with it
+    undone: dict[int, Extensions] = field(default_factory=dict)  # by id(index): `before` views
+
+    def before(self, index: CollectionIndex) -> Extensions:
+        """`index` as it was before the step: the index itself until the changes are
+        applied, then the index minus them (one view per index for the rest of the step)."""
+        changed = self.changes.get(index)
+        if not self.applied or not changed:
+            return index
+        found = self.undone.get(id(index))
+        if found is None:
+            found = self.undone[id(index)] = IndexView(index, negated(changed))
+        return found
+
+    def after(self, index: CollectionIndex) -> Extensions:
+        """`index` with the step's changes: a view with them until they are applied, then
+        the index itself."""
+        changed = self.changes.get(index)
+        return index if self.applied or not changed else IndexView(index, changed)
 
 
 class RelationIndexes:
@@ -231,8 +244,9 @@ class RelationIndexes:
             if step is not None:
                 # Made between two joins of a step: its part of the step's changes, against
                 # the rows as they were before the step.
-                held = self._covering_before()
-                step.changes[found] = self._changes(step.delta, [found], held)[found]
+                covering = self.covering()
+                held = step.before(covering)
+                step.changes[found] = self._changes(step.delta, [found], covering, held)[found]
         return found
 
     def covering(self) -> CollectionIndex:
@@ -244,26 +258,17 @@ class RelationIndexes:
         assert not any(i.size for i in self.indexes.values()), "rows held without a covering index"
         return self.index(tuple(range(self.arity - 1)), self.arity - 1)
 
-    def _covering_before(self) -> Extensions:
-        """The covering index as it was before the step being shared (`step_changes`)."""
-        covering, step = self.covering(), self._step
-        if step is None or not step.applied:
-            return covering
-        return view(covering, negated(step.changes.get(covering) or {}))
-
     def changes(self, delta: ZSet[Row]) -> dict[CollectionIndex, Changes]:
         """What `delta` changes in each index, computed against the indexes as they are."""
-        rows_at = self.covering()  # made first when none is: the rows are held there
-        return self._changes(delta, list(self.indexes.values()), rows_at)
+        covering = self.covering()  # made first when none is: the rows are held there
+        return self._changes(delta, list(self.indexes.values()), covering, covering)
 
     @staticmethod
     def _changes(
-        delta: ZSet[Row], targets: list[CollectionIndex], rows_at: Extensions
+        delta: ZSet[Row], targets: list[CollectionIndex], at: CollectionIndex, rows_at: Extensions
     ) -> dict[CollectionIndex, Changes]:
         """What `delta` changes in each of `targets`, the rows' weights before it read from
-        `rows_at` (a covering index, or a view of one)."""
-        assert isinstance(rows_at, (CollectionIndex, IndexView))
-        at = rows_at if isinstance(rows_at, CollectionIndex) else rows_at.index
+        `rows_at`: the covering index `at`, or a view of it."""
         supports = any(not i.covering for i in targets)
         out: dict[CollectionIndex, Changes] = {i: {} for i in targets}
         for row, weight in delta.items():
