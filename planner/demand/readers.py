@@ -110,6 +110,8 @@ class DemandedReaders:
         """The relation to build the reader of `view` by `key` from, and its gate; None
         for the plain plan (see the module docstring)."""
         name = (view, key)
+        if name in self.full:
+            return None  # decided once per graph: a reader build that missed asks again
         extension = self._extensions.get(name)
         if extension is None:
             recursive = recursion_reached(self._checked, view) is not None

@@ -7,12 +7,16 @@ oracles: Python's triangles and the fully materialized engine."""
 from __future__ import annotations
 
 import random
+from typing import Any
+
+import pytest
 
 from pomoview.dataflow.node import FetchRequest
 from pomoview.dataflow.operators.demand_gate import DemandGate
 from pomoview.dataflow.operators.wcoj import WcojJoin
 from pomoview.dataflow.state.keyed_state import Row
 from pomoview.engine.engine import Engine
+from pomoview.planner.demand import readers
 
 from .test_demand_slices import Later
 from .test_demand_slices import lookup_in_rounds as in_rounds
@@ -68,6 +72,27 @@ def test_a_keyed_lookup_fetches_its_neighbourhood_in_two_rounds() -> None:
     assert summary is not None and summary.partial and join.describe().endswith("; demand-driven)")
     # A warm lookup asks nothing.
     assert lookup_in_rounds(engine, 0, fetch) == (rows, [])
+
+
+def test_the_plain_plan_of_a_keyed_cyclic_view_is_decided_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Edges held whole: the keyed reader keeps the plain plan, which the rewrite decides by
+    extending the program; a build that misses (the whole fetch of edge, answered a round
+    later) asks again without extending it again."""
+    calls: list[tuple[Any, ...]] = []
+    real = readers.extend
+
+    def counted(*args: Any) -> Any:
+        calls.append(args[1:3])
+        return real(*args)
+
+    monkeypatch.setattr(readers, "extend", counted)
+    edges = two_cliques()
+    engine = Engine(TRI)
+    engine.write(insert={"edge": [{"x": x, "y": y} for x, y in sorted(edges)]})
+    rows, rounds = lookup_in_rounds(engine, 0, Later(engine))
+    assert rows == triangles(edges, 0) and len(rounds) == 1  # one build missed, one answered
+    assert calls == [("tri", ("a",))]
+    assert engine.graph.demands.full[("tri", ("a",))] == "a cyclic body whose sources are all held whole"
 
 
 SQ = """
