@@ -114,6 +114,7 @@ class _Rewriter:
         self.scans: dict[ra.Scan, ra.Scan] = {}  # equal scans as one object
         self.fixpoints: dict[int, ra.Fixpoint] = {}  # id(fixpoint) -> its rewrite: one loop each
         self.recur: dict[int, bool] = {}  # id(expr) -> whether it reads a Recur
+        self.joins: dict[ra.Expr, ra.Expr] = {}  # equal MultiJoins as one object
 
     def rewrite(self, root: ra.Expr) -> ra.Expr:
         # Post-order without recursion. A join tree's inner joins are not visited: the tree
@@ -172,6 +173,12 @@ class _Rewriter:
             return ra.AntiJoin(joined, right)
         return replace(joined, negated=joined.negated + (self._atom(right),))
 
+    def _shared(self, joined: ra.Expr) -> ra.Expr:
+        """`joined`, or an equal MultiJoin made before (two rules with one body, their
+        variables named alike): the builder then builds one WcojJoin for both, as it builds
+        a node per expression object."""
+        return self.joins.setdefault(joined, joined)
+
     def _fixpoint(self, fixpoint: ra.Fixpoint) -> ra.Fixpoint:
         """The stratum with its bodies rewritten, once (its relations' Recursives share it)."""
         done = self.fixpoints.get(id(fixpoint))
@@ -222,7 +229,7 @@ class _Rewriter:
         atoms = [self._atom(leaf) for leaf in leaves if leaf.schema]
         edges = [frozenset(t for t in terms if isinstance(t, str)) for _, terms in atoms]
         if 3 <= len(atoms) <= MAX_ATOMS and cyclic(edges):
-            joined = _multi_join(root.schema, tuple(atoms), predicates)
+            joined = self._shared(_multi_join(root.schema, tuple(atoms), predicates))
             for guard in guards:
                 joined = ra.SemiJoin(joined, guard)
             return joined
@@ -253,7 +260,7 @@ class _Rewriter:
             for i, item in enumerate(items):
                 if item is not None and i not in members:
                     read.update(item.schema)
-            joined = _multi_join(variables, tuple(atoms), tuple(mine))
+            joined = self._shared(_multi_join(variables, tuple(atoms), tuple(mine)))
             kept = tuple(v for v in variables if v in read)
             if kept != variables:
                 joined = ra.Project(joined, tuple((v, ra.Col(v)) for v in kept))

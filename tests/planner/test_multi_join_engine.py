@@ -248,3 +248,24 @@ def test_a_recursive_body_over_triangles_equals_binary_plan_and_recomputation(se
     assert "WcojJoin" in _operators(engines["wcoj full"])
     assert "WcojJoin" in _operators(engines["wcoj partial"])
     assert "WcojJoin" not in _operators(engines["binary"])
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_two_views_with_one_body_share_one_wcoj_join(seed: int) -> None:
+    """`ab` and `c` project the same triangle: one WcojJoin computes it for both (the
+    planner's equal MultiJoins are one object), whole and keyed, after every write."""
+    body = "e(src: A, dst: B), e(src: B, dst: C), e(src: A, dst: C)"
+    text = SOURCES + f"view ab(a).\nview c(c).\nab(a: A, b: B) :- {body}.\nc(c: C) :- {body}.\n"
+    engine = Engine(text)
+    rng = random.Random(seed)
+    present: Edges = set()
+    for epoch in range(8):
+        inserts, deletes = _batch(rng, present)
+        engine.write(insert={"e": _rows(inserts)}, delete={"e": _rows(deletes)})
+        present = (present | inserts) - deletes
+        triangles = {(a, b, c) for a, b in present for b2, c in present if b2 == b and (a, c) in present}
+        assert engine.read("ab") == {(a, b) for a, b, _ in triangles}, epoch
+        assert engine.read("c") == {(c,) for _, _, c in triangles}, epoch
+        value = rng.randrange(DOMAIN)
+        assert engine.lookup("ab", {"a": value}) == {(a, b) for a, b, _ in triangles if a == value}
+    assert sum(isinstance(n, WcojJoin) for n in engine.graph.graph.nodes) == 1
