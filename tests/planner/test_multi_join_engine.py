@@ -108,30 +108,39 @@ def _rows(edges: Edges) -> list[dict[str, object]]:
     return [{"src": a, "dst": b} for a, b in edges]
 
 
-@pytest.mark.parametrize("seed", range(4))
-@pytest.mark.parametrize("name", list(PROGRAMS))
-def test_wcoj_plan_equals_binary_plan_and_recomputation(name: str, seed: int) -> None:
-    rules, view, answer, key = PROGRAMS[name]
-    text = SOURCES + rules
-    engines = {
+def _three_engines(text: str) -> dict[str, Engine]:
+    """The planner's plan with partial readers and all full, and binary joins forced."""
+    return {
         "wcoj partial": Engine(text),
         "wcoj full": Engine(text, partial=False),
         "binary": Engine(text, binary_joins=True),
     }
+
+
+def _write_all(engines: dict[str, Engine], rng: random.Random, present: dict[str, Edges]) -> None:
+    """One random batch of each source in `present`, written to every engine and to `present`."""
+    batch = {source: _batch(rng, present[source]) for source in present}
+    for engine in engines.values():
+        engine.write(
+            insert={s: _rows(ins) for s, (ins, _) in batch.items()},
+            delete={s: _rows(dels) for s, (_, dels) in batch.items()},
+        )
+    for source, (ins, dels) in batch.items():
+        present[source] = (present[source] | ins) - dels
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("name", list(PROGRAMS))
+def test_wcoj_plan_equals_binary_plan_and_recomputation(name: str, seed: int) -> None:
+    rules, view, answer, key = PROGRAMS[name]
+    engines = _three_engines(SOURCES + rules)
     rng = random.Random(seed)
     attributes = engines["binary"].attributes(view)
     position = attributes.index(key)
     present: dict[str, Edges] = {"e": set(), "f": set()}
     # Readers built at the first epoch and at a later one: hydration and steps both count.
     for epoch in range(12):
-        batch = {source: _batch(rng, present[source]) for source in present}
-        for engine in engines.values():
-            engine.write(
-                insert={s: _rows(ins) for s, (ins, _) in batch.items()},
-                delete={s: _rows(dels) for s, (_, dels) in batch.items()},
-            )
-        for source, (ins, dels) in batch.items():
-            present[source] = (present[source] | ins) - dels
+        _write_all(engines, rng, present)
         want = answer(present["e"], present["f"])
         if epoch in (0, 5) or epoch >= 8:
             for label, engine in engines.items():
@@ -223,22 +232,11 @@ def test_a_recursive_body_over_triangles_equals_binary_plan_and_recomputation(se
     """The triangle of e in the recursive rule, joined by a WcojJoin outside the loop
     (planner/ir/cyclic.py), whole and keyed (a keyed reader through the demand rewrite, its
     triangle a WcojJoin over e too), after writes that make and break triangles and paths."""
-    engines = {
-        "wcoj partial": Engine(CLOSURE_OVER_TRIANGLES),
-        "wcoj full": Engine(CLOSURE_OVER_TRIANGLES, partial=False),
-        "binary": Engine(CLOSURE_OVER_TRIANGLES, binary_joins=True),
-    }
+    engines = _three_engines(CLOSURE_OVER_TRIANGLES)
     rng = random.Random(seed)
     present: dict[str, Edges] = {"e": set(), "f": set()}
     for epoch in range(10):
-        batch = {source: _batch(rng, present[source]) for source in present}
-        for engine in engines.values():
-            engine.write(
-                insert={s: _rows(ins) for s, (ins, _) in batch.items()},
-                delete={s: _rows(dels) for s, (_, dels) in batch.items()},
-            )
-        for source, (ins, dels) in batch.items():
-            present[source] = (present[source] | ins) - dels
+        _write_all(engines, rng, present)
         want = _closure_over_triangles(present["e"], present["f"])
         for label, engine in engines.items():
             assert engine.read("treach") == want, (label, epoch)
