@@ -1,28 +1,39 @@
-"""A recursive rule with a triangle in its body: its triangle joined by a WcojJoin outside the
-loop (planner/ir/cyclic.py, "Inside a recursive stratum") against the forced binary plan
-(`binary_joins`, how every recursive body was planned before), in process (the Engine, no
-server), with a plain-Python closure as the peer.
+"""Recursive rules with a cycle in their body, in process (the Engine, no server): the
+planner's worst-case-optimal plans (planner/ir/cyclic.py) against the forced binary plan
+(`binary_joins`, how every recursive body was planned before), with a plain-Python closure
+as the peer.
 
     .venv/bin/python bench/recursive_triangles.py [--edges 4000] [--vertices 2000] [--starts 8]
 
-The program: pairs of `f` extended along the edges of `e` that lie on a triangle,
+Two programs over a seeded power-law graph e (bench/triangles_data.py's), each a table:
 
-    treach(x: X, y: Y) :- f(src: X, dst: Y).
-    treach(x: X, y: Z) :- treach(x: X, y: Y), e(src: Y, dst: Z), e(src: Z, dst: W),
-                          e(src: Y, dst: W), Z != W.
+- outside: pairs of `f` extended along the edges of e that lie on a triangle,
 
-over a seeded power-law graph e (bench/triangles_data.py's) and `--starts` pairs f from
-new vertices to the graph's largest hubs. The binary plan joins treach with e and then
-with e again inside the loop: every reached vertex's two-paths, per start, at every
-iteration. The planner's plan computes e's triangles (Y, Z) once, outside the loop, and the
-loop joins treach with them.
+      treach(x: X, y: Y) :- f(src: X, dst: Y).
+      treach(x: X, y: Z) :- treach(x: X, y: Y), e(src: Y, dst: Z), e(src: Z, dst: W),
+                            e(src: Y, dst: W), Z != W.
 
-Each plan is built in a process of its own (`--one PLAN`: RSS growth is the process's
-own), alternating (wcoj, binary, wcoj, binary, ... for `--rounds`), with the Python closure
-in this process between them: the time of the first whole read (hydration and the
-fixpoint), the process's RSS growth by it, and single-edge writes (an insert that closes a
-triangle at a reached hub, then its delete; `--writes` of each) each followed by the whole
-read. Medians; every answer is checked against the Python closure.
+  f: `--starts` pairs from new vertices to the graph's largest hubs. The binary plan joins
+  treach with e and then e again inside the loop: every reached vertex's two-paths, per
+  start, at every iteration. The planner's computes e's triangles (Y, Z) once, outside the
+  loop (a WcojJoin), and the loop joins treach with them.
+- through: a closure whose every step must land on a target its start allows,
+
+      cr(x: X, y: Y) :- f(src: X, dst: Y).
+      cr(x: A, y: C) :- cr(x: A, y: B), e(src: B, dst: C), f(src: A, dst: C).
+
+  the triangle cr(A, B), e(B, C), f(A, C) closes through the recursive atom. f: for each of
+  `--starts` new vertices, `--allowed` random vertices and the hubs. The binary plan joins
+  cr with e inside the loop (each reached vertex's every out-edge, traced) and then filters
+  by f; the planner's is one NestedWcoj in the loop, proposing C from the smaller of e(B, ·)
+  and f(A, ·).
+
+Each plan is built in a process of its own (`--one PLAN --shape SHAPE`: RSS growth is the
+process's own), alternating (wcoj, binary, wcoj, binary, ... for `--rounds`), with the
+Python closure in this process between them: the time of the first whole read (hydration
+and the fixpoint), the process's RSS growth by it, and single-edge writes (an insert of an
+edge from a hub that closes a triangle there, then its delete; `--writes` of each) each
+followed by the whole read. Medians; every answer is checked against the Python closure.
 """
 
 from __future__ import annotations
@@ -42,23 +53,28 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tables import table  # noqa: E402
 from triangles_data import power_law_graph  # noqa: E402
 
+from pomoview.dataflow.operators.child import Child  # noqa: E402
+from pomoview.dataflow.operators.nested_wcoj import NestedWcoj  # noqa: E402
+from pomoview.dataflow.operators.wcoj import WcojJoin  # noqa: E402
 from pomoview.engine.engine import Engine  # noqa: E402
 
-PROGRAM = """
-source e(src: int, dst: int).
-source f(src: int, dst: int).
-view treach().
-treach(x: X, y: Y) :- f(src: X, dst: Y).
-treach(x: X, y: Z) :- treach(x: X, y: Y), e(src: Y, dst: Z), e(src: Z, dst: W),
-                      e(src: Y, dst: W), Z != W.
-"""
+SOURCES = "".join(f"source {name}(src: int, dst: int).\n" for name in "efs") + "view r().\n"
+PROGRAMS = {
+    "outside": SOURCES
+    + "r(x: X, y: Y) :- f(src: X, dst: Y).\n"
+    + "r(x: X, y: Z) :- r(x: X, y: Y), e(src: Y, dst: Z), e(src: Z, dst: W), e(src: Y, dst: W), Z != W.\n",
+    "through": SOURCES
+    + "r(x: X, y: Y) :- s(src: X, dst: Y).\n"
+    + "r(x: A, y: C) :- r(x: A, y: B), e(src: B, dst: C), f(src: A, dst: C).\n",
+}
 
 Edge = tuple[int, int]
 
 
-def workload(args: argparse.Namespace) -> tuple[list[Edge], list[Edge], list[Edge]]:
-    """e's edges, f's start pairs (new vertices to the hubs), and the edges the writes
-    insert and delete: each closes a triangle at a hub (absent from e)."""
+def workload(args: argparse.Namespace) -> tuple[list[Edge], list[Edge], list[Edge], list[Edge]]:
+    """e's edges, f's pairs, s's, and the edges the writes insert and delete: each closes a
+    triangle at a hub (absent from e). Outside: f the start pairs (new vertices to the hubs),
+    s empty; through: s the start pairs, f the targets each start allows."""
     pairs = power_law_graph(args.edges, args.vertices, args.skew, args.seed)
     e = [(int(a), int(b)) for a, b in pairs]
     out_degree: dict[int, int] = {}
@@ -66,7 +82,6 @@ def workload(args: argparse.Namespace) -> tuple[list[Edge], list[Edge], list[Edg
         out_degree[a] = out_degree.get(a, 0) + 1
     hubs = sorted(out_degree, key=lambda v: -out_degree[v])[: args.starts]
     base = int(pairs.max()) + 1
-    f = [(base + i, hub) for i, hub in enumerate(hubs)]
     present = set(e)
     rng = random.Random(args.seed)
     succ: dict[int, list[int]] = {}
@@ -79,11 +94,39 @@ def workload(args: argparse.Namespace) -> tuple[list[Edge], list[Edge], list[Edg
             if ws:
                 writes.append((hub, rng.choice(ws)))
                 break
-    return e, f, writes[: args.writes]
+    writes = writes[: args.writes]
+    starts = [(base + i, hub) for i, hub in enumerate(hubs)]
+    if args.shape == "outside":
+        return e, starts, [], writes
+    vertices = sorted(out_degree)
+    f: list[Edge] = []
+    for i in range(args.starts):  # each start allows some vertices, the hubs and the writes' ends
+        allowed = set(rng.sample(vertices, min(args.allowed, len(vertices)))) | set(hubs)
+        f += [(base + i, v) for v in sorted(allowed | {w for _, w in writes})]
+    return e, f, starts, writes
 
 
-def closure(e: set[Edge], f: list[Edge]) -> set[Edge]:
-    """The peer: the triangle edges (Y, Z) first, then a breadth-first closure from f."""
+def closure(shape: str, e: set[Edge], f: list[Edge], s: list[Edge]) -> set[Edge]:
+    """The peer, breadth first: from f along e's triangle edges (outside), or from s along
+    e's edges to the targets f allows the start (through)."""
+    if shape == "outside":
+        return closure_over_triangles(e, f)
+    allowed = set(f)
+    succ: dict[int, list[int]] = {}
+    for a, b in e:
+        succ.setdefault(a, []).append(b)
+    out = set(s)
+    frontier = list(s)
+    while frontier:
+        new = [(x, z) for x, y in frontier for z in succ.get(y, ()) if (x, z) in allowed]
+        new = [pair for pair in new if pair not in out]
+        out.update(new)
+        frontier = list(dict.fromkeys(new))
+    return out
+
+
+def closure_over_triangles(e: set[Edge], f: list[Edge]) -> set[Edge]:
+    """The triangle edges (Y, Z) first, then a breadth-first closure from f."""
     succ: dict[int, set[int]] = {}
     for a, b in e:
         succ.setdefault(a, set()).add(b)
@@ -112,26 +155,27 @@ def rows(edges: list[Edge]) -> list[dict[str, object]]:
 
 def one(args: argparse.Namespace) -> None:
     """One plan, built and measured in this process; prints its figures as JSON."""
-    e, f, writes = workload(args)
-    engine = Engine(PROGRAM, partial=False, binary_joins=args.one == "binary")
-    engine.write(insert={"e": rows(e), "f": rows(f)})
+    e, f, s, writes = workload(args)
+    engine = Engine(PROGRAMS[args.shape], partial=False, binary_joins=args.one == "binary")
+    engine.write(insert={"e": rows(e), "f": rows(f), "s": rows(s)})
     before = rss_mib()
     started = time.perf_counter()
-    got = engine.read("treach")
+    got = engine.read("r")
     hydrate = time.perf_counter() - started
     grown = rss_mib() - before
     present = set(e)
-    ok = got == closure(present, f)
+    ok = got == closure(args.shape, present, f, s)
     times: dict[str, list[float]] = {"insert": [], "delete": []}
     for edge in writes:
         for what in ("insert", "delete"):
             started = time.perf_counter()
             engine.write(**{what: {"e": rows([edge])}})
-            got = engine.read("treach")
+            got = engine.read("r")
             times[what].append(time.perf_counter() - started)
             present = present | {edge} if what == "insert" else present - {edge}
-            ok = ok and got == closure(present, f)
-    operators = sorted({info.operator for info in engine.graph.graph.node_infos()})
+            ok = ok and got == closure(args.shape, present, f, s)
+    nodes = list(engine.graph.graph.nodes)
+    nodes += [n for child in nodes if isinstance(child, Child) for n in child.circuit.nodes]
     print(
         json.dumps(
             {
@@ -141,7 +185,7 @@ def one(args: argparse.Namespace) -> None:
                 "delete": statistics.median(times["delete"]) if writes else 0.0,
                 "pairs": len(got),
                 "ok": ok,
-                "wcoj": "WcojJoin" in operators,
+                "wcoj": any(isinstance(n, (WcojJoin, NestedWcoj)) for n in nodes),
             }
         )
     )
@@ -154,39 +198,52 @@ def run_one(plan: str, argv: list[str]) -> dict[str, float]:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
+def main(argv: list[str] | None = None) -> dict[str, dict[str, dict[str, float]]]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--edges", type=int, default=4000)
     parser.add_argument("--vertices", type=int, default=2000)
     parser.add_argument("--skew", type=float, default=2.2)
     parser.add_argument("--starts", type=int, default=8)
+    parser.add_argument("--allowed", type=int, default=300, help="targets each start allows (through)")
     parser.add_argument("--writes", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--seed", type=int, default=20261207)
+    parser.add_argument("--shape", choices=list(PROGRAMS), nargs="+", default=list(PROGRAMS))
     parser.add_argument("--one", choices=["wcoj", "binary"], help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:
+        (args.shape,) = args.shape
         one(args)
         return {}
-    names = ("edges", "vertices", "skew", "starts", "writes", "seed")
+    out = {}
+    for shape in args.shape:
+        out[shape] = measure(args, shape)
+    return out
+
+
+def measure(args: argparse.Namespace, shape: str) -> dict[str, dict[str, float]]:
+    """One program's table: its plans alternated, the Python closure between them."""
+    names = ("edges", "vertices", "skew", "starts", "allowed", "writes", "seed")
     passed = [word for name in names for word in (f"--{name}", str(getattr(args, name)))]
-    e, f, writes = workload(args)
-    print(f"e: {len(e):,} edges over {args.vertices:,} vertices (skew {args.skew}); {len(f)} starts; "
-          f"{len(writes)} insert/delete pairs")
+    passed += ["--shape", shape]
+    args = argparse.Namespace(**{**vars(args), "shape": shape})
+    e, f, s, writes = workload(args)
+    print(f"\n{shape}: e {len(e):,} edges over {args.vertices:,} vertices (skew {args.skew}); "
+          f"f {len(f):,} pairs, s {len(s):,}; {len(writes)} insert/delete pairs")
     runs: dict[str, list[dict[str, float]]] = {"wcoj": [], "binary": [], "python": []}
     for _ in range(args.rounds):
         for plan in ("wcoj", "binary"):
             figures = run_one(plan, passed)
-            assert figures["ok"], f"{plan}: an answer differs from the Python closure"
-            assert figures["wcoj"] == (plan == "wcoj"), f"{plan}: WcojJoin {figures['wcoj']}"
+            assert figures["ok"], f"{shape}, {plan}: an answer differs from the Python closure"
+            assert figures["wcoj"] == (plan == "wcoj"), f"{shape}, {plan}: a WCOJ operator {figures['wcoj']}"
             runs[plan].append(figures)
             started = time.perf_counter()
-            pairs = closure(set(e), f)
+            pairs = closure(shape, set(e), f, s)
             runs["python"].append({"hydrate": time.perf_counter() - started, "pairs": len(pairs)})
     med = {plan: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for plan, rs in runs.items()}
     w, b = med["wcoj"], med["binary"]
     table(
-        f"closure over triangles, {int(w['pairs']):,} pairs "
+        f"{shape}: {int(w['pairs']):,} pairs "
         f"(medians of {args.rounds}, each plan in a process of its own)",
         "figure|wcoj (planner)|binary (forced)|binary / wcoj|python closure",
         [

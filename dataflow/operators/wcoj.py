@@ -54,7 +54,7 @@ Contract:
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -316,17 +316,22 @@ class WcojJoin(Node):
     # -- forward -------------------------------------------------------------------------
 
     def eval(self, inputs: Sequence[Value | None], time: Time) -> Value | None:
+        return self.step(inputs, time)
+
+    def step(self, inputs: Sequence[Value | None], stamp: Hashable) -> ZSet[Row]:
+        """The output for the deltas at each port (None: no change), `stamp` naming the
+        step for the relations other joins share (the same stamp, the same step)."""
         deltas: dict[int, ZSet[Row]] = {}
         for port, value in enumerate(inputs):
             if active(value):
                 assert isinstance(value, ZSet), f"{self.describe()} takes ZSets, got {type(value).__name__}"
                 deltas[self.relation_of[port]] = value
-        return self._step(deltas, time)
+        return self._step(deltas, stamp)
 
     def on_delta(self, port: int, delta: ZSet[Row]) -> ZSet[Row]:
         return self._step({self.relation_of[port]: delta}, object())
 
-    def _step(self, deltas: Mapping[int, ZSet[Row]], stamp: object) -> ZSet[Row]:
+    def _step(self, deltas: Mapping[int, ZSet[Row]], stamp: Hashable) -> ZSet[Row]:
         """The step's output. A relation another join of the graph reads may have had the
         step's changes applied by that join already (`StepChanges.applied`): its view
         before the step is then the index minus them."""

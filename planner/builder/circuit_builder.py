@@ -55,7 +55,7 @@ from pomoview.dataflow.operators.z1_trace import Z1Trace
 from pomoview.dataflow.state.aggregates import NO_VALUE, UserAggregate, make
 from pomoview.dataflow.state.collection_index import IndexRegistry
 from pomoview.dataflow.state.keyed_state import Row
-from pomoview.planner.builder.multi_join import multi_join
+from pomoview.planner.builder.multi_join import multi_join, nested_multi_join
 from pomoview.planner.frontend.cid import cid
 from pomoview.planner.frontend.relations import ViewOrder
 from pomoview.planner.frontend.validate import Relation
@@ -450,6 +450,8 @@ class CircuitBuilder:
         if isinstance(expr, ra.Distinct):
             parent = self.inner(expr.input, loop)
             return DistinctTrace(parent, Z1Trace(TraceAppend(parent)))
+        if isinstance(expr, ra.MultiJoin):  # a cycle through the recursion (cyclic.py)
+            return nested_multi_join(expr, [self.inner(atom, loop) for atom, _ in expr.atoms])
         raise AssertionError(f"cannot build {type(expr).__name__} inside a fixpoint: {expr!r}")
 
     def _inner_aggregate(self, expr: ra.Aggregate, loop: _Loop) -> Node:

@@ -4,6 +4,7 @@ constraints in the operator's own terms (dataflow/operators/wcoj.py)."""
 from __future__ import annotations
 
 from pomoview.dataflow.node import Node
+from pomoview.dataflow.operators.nested_wcoj import NestedWcoj
 from pomoview.dataflow.operators.wcoj import Compare as WcojCompare
 from pomoview.dataflow.operators.wcoj import Const as WcojConst
 from pomoview.dataflow.operators.wcoj import Term, WcojJoin
@@ -15,13 +16,38 @@ def _label(expr: ra.Expr) -> str | None:
     """The relation an atom's input reads, for `explain` (None: not a plain scan)."""
     while isinstance(expr, (ra.Project, ra.Select, ra.CidExtend)):
         expr = expr.input
-    return expr.relation if isinstance(expr, ra.Scan) else None
+    return expr.relation if isinstance(expr, (ra.Scan, ra.Recur)) else None
 
 
 def multi_join(expr: ra.MultiJoin, ins: list[Node], indexes: IndexRegistry) -> WcojJoin:
     """The WcojJoin of a MultiJoin over its atoms' nodes (`ins`, one per atom: an input
     read by several atoms is one node, which the WcojJoin indexes once, and so do the
     graph's joins reading it, through `indexes`)."""
+    atoms, constraints, labels = _spec(expr, ins)
+    return WcojJoin(
+        tuple(ins),
+        atoms,
+        expr.variables,
+        constraints,
+        labels,
+        negated=len(expr.negated),
+        indexes=indexes,
+    )
+
+
+def nested_multi_join(expr: ra.MultiJoin, ins: list[Node]) -> NestedWcoj:
+    """The NestedWcoj of a MultiJoin inside a recursion (cyclic.py: one atom reads the
+    recursion, its node the loop's stream; the others' nodes Imports)."""
+    assert not expr.negated, "inside a loop a negation is a difference (lower.expand_negations)"
+    (recursive,) = [i for i, (atom, _) in enumerate(expr.atoms) if ra.mentions_recur(atom)]
+    atoms, constraints, labels = _spec(expr, ins)
+    return NestedWcoj(tuple(ins), atoms, expr.variables, constraints, labels, recursive)
+
+
+def _spec(
+    expr: ra.MultiJoin, ins: list[Node]
+) -> tuple[tuple[tuple[Term, ...], ...], tuple[WcojCompare, ...], tuple[str, ...]]:
+    """The operator's atoms, constraints and atom labels of a MultiJoin."""
     atoms: list[tuple[Term, ...]] = []
     for (atom, terms), node in zip(expr.atoms + expr.negated, ins, strict=True):
         assert node.schema == atom.schema, (node.schema, atom.schema)
@@ -32,12 +58,4 @@ def multi_join(expr: ra.MultiJoin, ins: list[Node], indexes: IndexRegistry) -> W
         right = c.right.name if isinstance(c.right, ra.Col) else WcojConst(c.right.value)
         constraints.append(WcojCompare(c.left.name, c.op, right))
     labels = tuple(_label(atom) or f"#{i}" for i, (atom, _) in enumerate(expr.atoms + expr.negated))
-    return WcojJoin(
-        tuple(ins),
-        tuple(atoms),
-        expr.variables,
-        tuple(constraints),
-        labels,
-        negated=len(expr.negated),
-        indexes=indexes,
-    )
+    return tuple(atoms), tuple(constraints), labels

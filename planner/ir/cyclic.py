@@ -21,12 +21,11 @@ blow-up to avoid (its intermediates join along a tree), and keeps partial state,
 MultiJoin does not: it is full whatever its key (provenance.py says why); a keyed reader of
 it gets the demand transformation instead (planner/demand/readers.py).
 
-Inside a recursive stratum (a Fixpoint's bodies), only the atoms that read no relation of
-the stratum are joined by a MultiJoin: a Fixpoint's bodies run in a nested circuit over 2-D
-time with traces, and WcojJoin's indexes hold one time only, so the atoms reading the
-recursion (through Recur) stay binary joins inside the loop. The other atoms of such a join
-tree are split into connected components (atoms sharing a variable); each component of three
-atoms or more whose join graph has a cycle becomes one MultiJoin, with the comparisons over
+Inside a recursive stratum (a Fixpoint's bodies) a body runs in a nested circuit over 2-D
+time, where a WcojJoin's indexes, which hold one time, cannot follow the recursion. First,
+the atoms of a join tree that read no relation of the stratum (through Recur) are split
+into connected components (atoms sharing a variable); each component of three atoms or more
+whose join graph has a cycle becomes one MultiJoin, with the comparisons over
 its variables only as its constraints, projected on the variables the rest of the body reads
 (the other atoms, the comparisons left above, the head). The builder builds it outside the
 loop (full, as every part that reads no recursion) and the loop joins it by a binary join in
@@ -34,8 +33,15 @@ place of its first atom. `r(x: X, y: Z) :- r(x: X, y: Y), e(src: Y, dst: Z), e(s
 e(src: Y, dst: W)` then keeps e's triangles (Y, Z) once, outside, where the binary chain kept,
 inside the loop and at every iteration, each reached X's two-paths from Y.
 
+Then, when the parts of the body left (the recursive atom, those MultiJoins, the other
+atoms) are 3 or more with a cycle through exactly one atom reading the recursion (`r(A, B),
+e(B, C), f(A, C)`), they become one MultiJoin with that atom among its atoms, which the
+builder builds inside the loop as a NestedWcoj (dataflow/operators/nested_wcoj.py: linear
+in the recursive atom, it keeps that atom's indexes per iteration and the others' once).
+
 Where it does not fire:
-- a cycle through a recursive atom (a triangle `r(A, B), e(B, C), r(A, C)`): see above;
+- a cycle through two recursive atoms (`r(A, B), r(B, C), e(A, C)`): the product of two
+  recursive deltas is not the NestedWcoj's; binary joins;
 - on more than MAX_ATOMS atoms: the operator plans one path per atom, each quadratic in the
   atoms, and this pass's reduction is quadratic too (a 1,000-atom body stays binary).
 
@@ -267,10 +273,13 @@ class _Rewriter:
             items[members[0]] = joined
             for i in members[1:]:
                 items[i] = None
-        if all(item is leaf for item, leaf in zip(items, leaves, strict=True)):
+        parts = [item for item in items if item is not None]
+        through = self._through_recursion(parts, rest)
+        if through is None and all(item is leaf for item, leaf in zip(items, leaves, strict=True)):
             tree = _rebuild_tree(root, {id(old): self.done[id(old)] for old in _tree(root)})
             return ra.Select(tree, predicates) if predicates else tree
-        parts = [item for item in items if item is not None]
+        if through is not None:
+            parts, rest = through
         out = parts[0]
         for part in parts[1:]:
             out = ra.SemiJoin(out, part) if set(part.schema) <= set(out.schema) else ra.Join(out, part)
@@ -279,6 +288,25 @@ class _Rewriter:
         if needed is None and out.schema != root.schema:
             out = ra.Project(out, tuple((c, ra.Col(c)) for c in root.schema))
         return out
+
+    def _through_recursion(
+        self, parts: list[ra.Expr], rest: list[ra.Compare]
+    ) -> tuple[list[ra.Expr], list[ra.Compare]] | None:
+        """The body's parts as one MultiJoin through its recursive atom (built as a
+        NestedWcoj, dataflow/operators/nested_wcoj.py), its guards above it, and the
+        comparisons left; None unless the parts with variables are 3 to MAX_ATOMS, their
+        join graph has a cycle, and exactly one reads the recursion (two would need the
+        products of two recursive deltas, which the operator does not keep)."""
+        bodied = [part for part in parts if part.schema]
+        if sum(map(self._reads_recur, parts)) != 1 or not 3 <= len(bodied) <= MAX_ATOMS:
+            return None
+        atoms = [self._atom(part) for part in bodied]
+        if not cyclic([frozenset(t for t in terms if isinstance(t, str)) for _, terms in atoms]):
+            return None
+        variables = tuple(dict.fromkeys(c for part in bodied for c in part.schema))
+        mine = [p for p in rest if _columns(p) and _columns(p) <= set(variables)]
+        joined = _multi_join(variables, tuple(atoms), tuple(mine))
+        return [joined, *(part for part in parts if not part.schema)], [p for p in rest if p not in mine]
 
     def _atom(self, leaf: ra.Expr) -> tuple[ra.Expr, tuple[ra.AtomTerm, ...]]:
         """The leaf as (input, terms): the scan it renames, or itself whole."""

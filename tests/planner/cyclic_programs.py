@@ -27,7 +27,7 @@ translation. By construction:
 - sometimes a recursive relation on top: the transitive closure of an edge relation from
   the edges of a cyclic one (its adorned copy, for a lookup by key, a MultiJoin with the
   magic guard as an atom and sources sliced by demand as others), and
-  sometimes a triangle through the recursive relation itself (binary joins in its stratum)
+  sometimes a triangle through the recursive relation itself (a NestedWcoj in the loop)
   or a triangle of lower relations in its recursive rule (a MultiJoin outside the loop);
   its readers by key are demand-driven (planner/demand/), the cyclic bodies below reached
   by the magic rewrite;
@@ -238,7 +238,7 @@ class _Cyclic:
 
     def recursive_cyclic_rule(self, head: str, edges: list[str], lower: list[str]) -> Rule:
         """`head(A, C) :- head(A, B), e1(B, C), e2(A, C), ...`: a triangle through the
-        recursive relation itself (its stratum keeps binary joins); or, half the time,
+        recursive relation itself (a NestedWcoj in its loop); or, half the time,
         `head(A, C) :- head(A, B), e1(B, C), e2(C, D), e3(B, D), ...`: a triangle of lower
         relations in the recursive rule (a MultiJoin outside the loop)."""
         rng = self.rng

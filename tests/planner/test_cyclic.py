@@ -147,9 +147,26 @@ def leaves(expr: ra.Expr) -> list[ra.Expr]:
 CLOSURE = "reach(src: A, dst: B) :- e(src: A, dst: B).\n"
 
 
-def test_a_cycle_through_the_recursion_stays_binary() -> None:
-    # The triangle's cycle passes through reach: the loop's 2-D time keeps it binary joins.
-    text = CLOSURE + "reach(src: A, dst: C) :- reach(src: A, dst: B), e(src: B, dst: C), f(src: A, dst: C).\n"
+def test_a_cycle_through_one_recursive_atom_is_one_multi_join_in_the_loop() -> None:
+    # The triangle passes through reach: one MultiJoin with reach's atom whole (a NestedWcoj
+    # in the loop, dataflow/operators/nested_wcoj.py), its comparison inside.
+    text = CLOSURE + (
+        "reach(src: A, dst: C) :- reach(src: A, dst: B), e(src: B, dst: C), f(src: A, dst: C), A != C.\n"
+    )
+    (join,) = leaves(recursive_rule(text))
+    atoms = multi(join).atoms
+    assert [terms for _, terms in atoms] == [("A", "B"), ("B", "C"), ("A", "C")]
+    recursive = atoms[0][0]
+    assert isinstance(recursive, ra.Project) and isinstance(recursive.input, ra.Recur)
+    assert [e.relation for e, _ in atoms[1:] if isinstance(e, ra.Scan)] == ["e", "f"]
+    assert multi(join).constraints == (ra.Compare(ra.Col("A"), "!=", ra.Col("C")),)
+
+
+def test_a_cycle_through_two_recursive_atoms_stays_binary() -> None:
+    # The product of two recursive deltas (reach with itself) is not the operator's: binary.
+    text = CLOSURE + (
+        "reach(src: A, dst: C) :- reach(src: A, dst: B), reach(src: B, dst: C), e(src: A, dst: C).\n"
+    )
     before = compile_program(DECLS + text).exprs
     assert multi_joins(before)["reach"] is before["reach"]
 
@@ -176,10 +193,10 @@ def test_a_recursive_body_joins_its_cyclic_atoms_outside_the_recursion_as_one_mu
 
 
 def test_only_the_cyclic_component_of_a_recursive_body_becomes_a_multi_join() -> None:
-    # e(B, C), f(A, C) join the recursion (acyclic, binary); the triangle X Y Z shares no
+    # e(B, C), f(C, D) join the recursion (a path: binary); the triangle X Y Z shares no
     # variable with them: its own component, a MultiJoin projected on no column (a guard).
     text = CLOSURE + (
-        "reach(src: A, dst: C) :- reach(src: A, dst: B), e(src: B, dst: C), f(src: A, dst: C), "
+        "reach(src: A, dst: D) :- reach(src: A, dst: B), e(src: B, dst: C), f(src: C, dst: D), "
         + edges("XY YZ XZ")
         + ".\n"
     )
@@ -188,6 +205,11 @@ def test_only_the_cyclic_component_of_a_recursive_body_becomes_a_multi_join() ->
     guard = found[3]
     assert isinstance(guard, ra.Project) and guard.schema == () and len(multi(guard.input).atoms) == 3
     assert not any(isinstance(leaf, ra.MultiJoin) for leaf in found[:3])
+    # With f(A, C) the recursion's atom closes a triangle too: one MultiJoin through it, the
+    # guard above it.
+    text = text.replace("f(src: C, dst: D)", "f(src: A, dst: C)").replace("dst: D) :-", "dst: C) :-")
+    through, guard = leaves(recursive_rule(text))
+    assert len(multi(through).atoms) == 3 and isinstance(guard, ra.Project) and guard.schema == ()
 
 
 def test_a_stratum_of_two_relations_is_rewritten_once() -> None:

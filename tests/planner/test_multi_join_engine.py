@@ -11,6 +11,8 @@ from collections.abc import Callable
 
 import pytest
 
+from pomoview.dataflow.operators.child import Child
+from pomoview.dataflow.operators.nested_wcoj import NestedWcoj
 from pomoview.dataflow.operators.wcoj import WcojJoin
 from pomoview.engine.engine import Engine
 
@@ -267,3 +269,44 @@ def test_two_views_with_one_body_share_one_wcoj_join(seed: int) -> None:
         value = rng.randrange(DOMAIN)
         assert engine.lookup("ab", {"a": value}) == {(a, b) for a, b, _ in triangles if a == value}
     assert sum(isinstance(n, WcojJoin) for n in engine.graph.graph.nodes) == 1
+
+
+CLOSURE_THROUGH_TRIANGLES = SOURCES + (
+    "view cr(x).\n"
+    "cr(x: X, y: Y) :- f(src: X, dst: Y).\n"
+    "cr(x: A, y: C) :- cr(x: A, y: B), e(src: B, dst: C), f(src: A, dst: C), A != B.\n"
+)
+
+
+def _closure_through_triangles(e: Edges, f: Edges) -> set[tuple[int, ...]]:
+    """f's pairs, extended by e's edges (B, C) from a reached (A, B), A != B, where f(A, C)."""
+    out = set(f)
+    frontier = set(f)
+    while frontier:
+        frontier = {(a, c) for a, b in frontier if a != b for b2, c in e if b2 == b and (a, c) in f} - out
+        out |= frontier
+    return out
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_cycle_through_the_recursion_equals_binary_plan_and_recomputation(seed: int) -> None:
+    """The triangle cr(A, B), e(B, C), f(A, C) closes through the recursive atom: one
+    NestedWcoj in the loop (planner/ir/cyclic.py), whole and keyed (the keyed reader through
+    the demand rewrite: the magic atom a fourth), over writes that make and break paths."""
+    engines = _three_engines(CLOSURE_THROUGH_TRIANGLES)
+    rng = random.Random(seed)
+    present: dict[str, Edges] = {"e": set(), "f": set()}
+    for epoch in range(10):
+        _write_all(engines, rng, present)
+        want = _closure_through_triangles(present["e"], present["f"])
+        for label, engine in engines.items():
+            assert engine.read("cr") == want, (label, epoch)
+            for value in rng.sample(range(DOMAIN), 3):
+                got = engine.lookup("cr", {"x": value})
+                assert got == {row for row in want if row[0] == value}, (label, epoch, value)
+    for label, engine in engines.items():
+        nested = [n for c in engine.graph.graph.nodes if isinstance(c, Child) for n in c.circuit.nodes]
+        joins = [n for n in nested if isinstance(n, NestedWcoj)]
+        assert bool(joins) == (label != "binary"), label
+        for join in joins:
+            join.check()
