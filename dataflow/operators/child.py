@@ -35,6 +35,7 @@ from pomoview.dataflow.circuit import Circuit
 from pomoview.dataflow.node import FetchRequest, Node, StateSummary, Value, active, project
 from pomoview.dataflow.operators.feedback import Feedback
 from pomoview.dataflow.operators.import_stream import Import
+from pomoview.dataflow.operators.nested_wcoj import NestedWcoj
 from pomoview.dataflow.operators.trace_append import TraceAppend
 from pomoview.dataflow.state.keyed_state import Key, Row
 from pomoview.dataflow.time import Time
@@ -192,8 +193,9 @@ class Child(Node):
         return out
 
     def state_summary(self) -> StateSummary:
-        """Its outputs' totals, their indexes and the traces of its nodes (the recursion's
-        state), as rows (a trace's entries count as rows) and sampled bytes."""
+        """Its outputs' totals, their indexes, the traces of its nodes and the indexes of its
+        NestedWcojs (the recursion's state), as rows (a trace's or an index's entries count
+        as rows) and sampled bytes."""
         rows = sum(len(total) for total in self.totals)
         size = sum(_rows_bytes(total.items(), len(total)) for total in self.totals)
         for index in self._indexes.values():
@@ -205,6 +207,9 @@ class Child(Node):
             if isinstance(trace, Trace):
                 rows += len(trace)
                 size += trace.estimate_bytes()
+            elif isinstance(node, NestedWcoj):  # its indexes, per iteration and outside
+                nested = node.state_summary()
+                rows, size = rows + nested.rows, size + nested.bytes
         return StateSummary((), self.demand_driven, len(self.totals), rows, size)
 
     def describe(self) -> str:

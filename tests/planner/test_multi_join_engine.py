@@ -14,6 +14,7 @@ import pytest
 from pomoview.dataflow.operators.child import Child
 from pomoview.dataflow.operators.nested_wcoj import NestedWcoj
 from pomoview.dataflow.operators.wcoj import WcojJoin
+from pomoview.dataflow.trace import Trace
 from pomoview.engine.engine import Engine
 
 Edges = set[tuple[int, int]]
@@ -305,8 +306,15 @@ def test_a_cycle_through_the_recursion_equals_binary_plan_and_recomputation(seed
                 got = engine.lookup("cr", {"x": value})
                 assert got == {row for row in want if row[0] == value}, (label, epoch, value)
     for label, engine in engines.items():
-        nested = [n for c in engine.graph.graph.nodes if isinstance(c, Child) for n in c.circuit.nodes]
-        joins = [n for n in nested if isinstance(n, NestedWcoj)]
+        children = [c for c in engine.graph.graph.nodes if isinstance(c, Child)]
+        joins = [n for c in children for n in c.circuit.nodes if isinstance(n, NestedWcoj)]
         assert bool(joins) == (label != "binary"), label
         for join in joins:
             join.check()
+        for child in children:
+            # Stats counts the nested joins' indexes with the traces and the totals (and the
+            # totals' indexes by the columns looked up).
+            nodes = child.circuit.nodes
+            traces = sum(len(n.trace) for n in nodes if isinstance(getattr(n, "trace", None), Trace))
+            nested = sum(n.state_summary().rows for n in nodes if isinstance(n, NestedWcoj))
+            assert child.state_summary().rows >= sum(map(len, child.totals)) + traces + nested, label
