@@ -84,22 +84,46 @@ class NestedWcoj(Node):
         assert len(time) == 2, f"{self.describe()} runs in a root child only, not at {time}"
         epoch, k = time
         out = self.due.pop(time, None) or ZSet()
-        outside = [None if p == self.recursive or not active(v) else v for p, v in enumerate(inputs)]
+        outside: list[ZSet[Row] | None] = [
+            v if p != self.recursive and isinstance(v, ZSet) and active(v) else None
+            for p, v in enumerate(inputs)
+        ]
         if any(v is not None for v in outside):
             assert k == 0, f"{self.describe()}: an input from outside changed at iteration {k}"
             # R_j ⋈ ΔE for every j, before R's deltas of this epoch join the R_j: the joins
             # share E's step (the first applies it; those after read E before it as the
             # indexes minus it), and the join of iteration 0 always runs, so it is applied.
             stamp = (epoch, "outside")
+            ran = False
             for j, join in sorted(self.joins.items()):
+                if not self._holds(join):
+                    continue  # R_j is empty: so is R_j ⋈ ΔE (a hydration's first step)
                 got = join.step(outside, stamp)
+                ran = True
                 if got:
                     (out if j == 0 else self.due.setdefault((epoch, j), ZSet())).extend(got)
+            if not ran:
+                self._apply(outside)
         delta = inputs[self.recursive]
         if active(delta):
             ins = [delta if p == self.recursive else None for p in range(len(inputs))]
             out.extend(self._join(k).step(ins, (epoch, k, "recursion")))  # δR(e, k) ⋈ E(e); R_k += δR
         return ZSet.of_weights({row: w for row, w in out.items() if w})
+
+    def _holds(self, join: WcojJoin) -> bool:
+        """Whether the join's R_k holds a row."""
+        relation = join.relations[join.relation_of[self.recursive]]
+        return any(index.size for index in relation.indexes.values())
+
+    def _apply(self, outside: Sequence[ZSet[Row] | None]) -> None:
+        """E's changes applied to its indexes, when no join's step did (each relation once)."""
+        join = self.joins[0]
+        done: set[int] = set()
+        for port, delta in enumerate(outside):
+            r = join.relation_of[port]
+            if delta is not None and r not in done:
+                done.add(r)
+                join.relations[r].add(delta)
 
     def idle(self, inputs: Sequence[Value | None], time: Time) -> bool:
         return not any(active(v) for v in inputs) and time not in self.due
