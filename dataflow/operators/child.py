@@ -214,7 +214,9 @@ class Child(Node):
 
     def describe(self) -> str:
         demand = ", demand-driven" if self.demand_driven else ""
-        return f"Child({self.mode}, {len(self.circuit.nodes)} nodes{demand})"
+        # Its worst-case-optimal joins by name: `explain` shows no node inside a child.
+        joins = "".join(f", {n.describe()}" for n in self.circuit.nodes if isinstance(n, NestedWcoj))
+        return f"Child({self.mode}, {len(self.circuit.nodes)} nodes{demand}{joins})"
 
 
 class ChildOutput(Node):

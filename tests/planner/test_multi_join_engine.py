@@ -311,6 +311,9 @@ def test_a_cycle_through_the_recursion_equals_binary_plan_and_recomputation(seed
         assert bool(joins) == (label != "binary"), label
         for join in joins:
             join.check()
+        details = [info.detail for info in engine.graph.graph.node_infos() if info.operator == "Child"]
+        named = any("NestedWcoj(cr(A, B), e(B, C), f(A, C), A != B" in d for d in details)
+        assert named == bool(joins), details  # explain names it
         for child in children:
             # Stats counts the nested joins' indexes with the traces and the totals (and the
             # totals' indexes by the columns looked up).
