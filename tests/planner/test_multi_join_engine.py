@@ -208,6 +208,23 @@ def test_views_over_one_relation_share_its_indexes(seed: int) -> None:
     assert sum(not all(j.owned) for j in joins) == len(PROGRAMS) - 1
 
 
+def _closure_runs(text: str, view: str, answer: Answer, seed: int) -> dict[str, Engine]:
+    """The three engines over 10 epochs of random writes, each read whole and by x after
+    each against `answer`'s recomputation; the engines, for their plans."""
+    engines = _three_engines(text)
+    rng = random.Random(seed)
+    present: dict[str, Edges] = {"e": set(), "f": set()}
+    for epoch in range(10):
+        _write_all(engines, rng, present)
+        want = answer(present["e"], present["f"])
+        for label, engine in engines.items():
+            assert engine.read(view) == want, (label, epoch)
+            for value in rng.sample(range(DOMAIN), 3):
+                got = engine.lookup(view, {"x": value})
+                assert got == {row for row in want if row[0] == value}, (label, epoch, value)
+    return engines
+
+
 CLOSURE_OVER_TRIANGLES = SOURCES + (
     "view treach(x).\n"
     "treach(x: X, y: Y) :- f(src: X, dst: Y).\n"
@@ -235,17 +252,7 @@ def test_a_recursive_body_over_triangles_equals_binary_plan_and_recomputation(se
     """The triangle of e in the recursive rule, joined by a WcojJoin outside the loop
     (planner/ir/cyclic.py), whole and keyed (a keyed reader through the demand rewrite, its
     triangle a WcojJoin over e too), after writes that make and break triangles and paths."""
-    engines = _three_engines(CLOSURE_OVER_TRIANGLES)
-    rng = random.Random(seed)
-    present: dict[str, Edges] = {"e": set(), "f": set()}
-    for epoch in range(10):
-        _write_all(engines, rng, present)
-        want = _closure_over_triangles(present["e"], present["f"])
-        for label, engine in engines.items():
-            assert engine.read("treach") == want, (label, epoch)
-            for value in rng.sample(range(DOMAIN), 3):
-                got = engine.lookup("treach", {"x": value})
-                assert got == {row for row in want if row[0] == value}, (label, epoch, value)
+    engines = _closure_runs(CLOSURE_OVER_TRIANGLES, "treach", _closure_over_triangles, seed)
     assert "WcojJoin" in _operators(engines["wcoj full"])
     assert "WcojJoin" in _operators(engines["wcoj partial"])
     assert "WcojJoin" not in _operators(engines["binary"])
@@ -294,17 +301,7 @@ def test_a_cycle_through_the_recursion_equals_binary_plan_and_recomputation(seed
     """The triangle cr(A, B), e(B, C), f(A, C) closes through the recursive atom: one
     NestedWcoj in the loop (planner/ir/cyclic.py), whole and keyed (the keyed reader through
     the demand rewrite: the magic atom a fourth), over writes that make and break paths."""
-    engines = _three_engines(CLOSURE_THROUGH_TRIANGLES)
-    rng = random.Random(seed)
-    present: dict[str, Edges] = {"e": set(), "f": set()}
-    for epoch in range(10):
-        _write_all(engines, rng, present)
-        want = _closure_through_triangles(present["e"], present["f"])
-        for label, engine in engines.items():
-            assert engine.read("cr") == want, (label, epoch)
-            for value in rng.sample(range(DOMAIN), 3):
-                got = engine.lookup("cr", {"x": value})
-                assert got == {row for row in want if row[0] == value}, (label, epoch, value)
+    engines = _closure_runs(CLOSURE_THROUGH_TRIANGLES, "cr", _closure_through_triangles, seed)
     for label, engine in engines.items():
         children = [c for c in engine.graph.graph.nodes if isinstance(c, Child)]
         joins = [n for c in children for n in c.circuit.nodes if isinstance(n, NestedWcoj)]
