@@ -29,14 +29,17 @@ no other join reads them).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 
 from pomoview.dataflow.node import Node, StateSummary, Value, active
-from pomoview.dataflow.operators.wcoj import Compare, Term, WcojJoin
+from pomoview.dataflow.operators.wcoj import WcojJoin
 from pomoview.dataflow.state.collection_index import IndexRegistry
 from pomoview.dataflow.state.keyed_state import Key, Row
 from pomoview.dataflow.time import Time
 from pomoview.dataflow.zset import ZSet
+
+# Makes the body's WcojJoin over these inputs, its indexes from this registry.
+MakeJoin = Callable[[tuple[Node, ...], IndexRegistry], WcojJoin]
 
 
 class _Iteration(Node):
@@ -49,26 +52,19 @@ class _Iteration(Node):
 class NestedWcoj(Node):
     stateful = True
 
-    def __init__(
-        self,
-        inputs: tuple[Node, ...],
-        atoms: tuple[tuple[Term, ...], ...],
-        variables: tuple[str, ...],
-        constraints: tuple[Compare, ...],
-        labels: tuple[str, ...],
-        recursive: int,
-    ) -> None:
-        """`inputs[recursive]` is R's stream; each other input is read from outside the loop.
-        An input read by several atoms is one node (indexed once)."""
-        super().__init__(variables, inputs)
+    def __init__(self, inputs: tuple[Node, ...], recursive: int, join: MakeJoin) -> None:
+        """`inputs[recursive]` is R's stream; each other input is read from outside the loop
+        (an input read by several atoms is one node, indexed once). `join(inputs, indexes)`
+        makes the WcojJoin of the body over those inputs, its indexes from `indexes`."""
         assert sum(node is inputs[recursive] for node in inputs) == 1, "one recursive atom"
-        self.atoms, self.constraints, self.labels = atoms, constraints, labels
+        super().__init__((), inputs)
+        self.make = join
         self.recursive = recursive
         self.registry = IndexRegistry()
         self.joins: dict[int, WcojJoin] = {}
         self._slots: dict[int, _Iteration] = {}  # held: the registry keys R_k weakly by its slot
         self.due: dict[Time, ZSet[Row]] = {}
-        self._join(0)
+        self.schema = self._join(0).schema  # the body's variables
 
     def _join(self, k: int) -> WcojJoin:
         """The join whose R is R_k (made empty at the first delta of iteration k)."""
@@ -76,8 +72,7 @@ class NestedWcoj(Node):
         if join is None:
             slot = self._slots[k] = _Iteration(self.inputs[self.recursive].schema)
             ins = tuple(slot if p == self.recursive else node for p, node in enumerate(self.inputs))
-            spec = (self.atoms, self.schema, self.constraints, self.labels)
-            join = self.joins[k] = WcojJoin(ins, *spec, indexes=self.registry)
+            join = self.joins[k] = self.make(ins, self.registry)
         return join
 
     def eval(self, inputs: Sequence[Value | None], time: Time) -> Value | None:

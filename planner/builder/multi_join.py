@@ -23,31 +23,6 @@ def multi_join(expr: ra.MultiJoin, ins: list[Node], indexes: IndexRegistry) -> W
     """The WcojJoin of a MultiJoin over its atoms' nodes (`ins`, one per atom: an input
     read by several atoms is one node, which the WcojJoin indexes once, and so do the
     graph's joins reading it, through `indexes`)."""
-    atoms, constraints, labels = _spec(expr, ins)
-    return WcojJoin(
-        tuple(ins),
-        atoms,
-        expr.variables,
-        constraints,
-        labels,
-        negated=len(expr.negated),
-        indexes=indexes,
-    )
-
-
-def nested_multi_join(expr: ra.MultiJoin, ins: list[Node]) -> NestedWcoj:
-    """The NestedWcoj of a MultiJoin inside a recursion (cyclic.py: one atom reads the
-    recursion, its node the loop's stream; the others' nodes Imports)."""
-    assert not expr.negated, "inside a loop a negation is a difference (lower.expand_negations)"
-    (recursive,) = [i for i, (atom, _) in enumerate(expr.atoms) if ra.mentions_recur(atom)]
-    atoms, constraints, labels = _spec(expr, ins)
-    return NestedWcoj(tuple(ins), atoms, expr.variables, constraints, labels, recursive)
-
-
-def _spec(
-    expr: ra.MultiJoin, ins: list[Node]
-) -> tuple[tuple[tuple[Term, ...], ...], tuple[WcojCompare, ...], tuple[str, ...]]:
-    """The operator's atoms, constraints and atom labels of a MultiJoin."""
     atoms: list[tuple[Term, ...]] = []
     for (atom, terms), node in zip(expr.atoms + expr.negated, ins, strict=True):
         assert node.schema == atom.schema, (node.schema, atom.schema)
@@ -58,4 +33,25 @@ def _spec(
         right = c.right.name if isinstance(c.right, ra.Col) else WcojConst(c.right.value)
         constraints.append(WcojCompare(c.left.name, c.op, right))
     labels = tuple(_label(atom) or f"#{i}" for i, (atom, _) in enumerate(expr.atoms + expr.negated))
-    return tuple(atoms), tuple(constraints), labels
+    return WcojJoin(
+        tuple(ins),
+        tuple(atoms),
+        expr.variables,
+        tuple(constraints),
+        labels,
+        negated=len(expr.negated),
+        indexes=indexes,
+    )
+
+
+def nested_multi_join(expr: ra.MultiJoin, ins: list[Node]) -> NestedWcoj:
+    """The NestedWcoj of a MultiJoin inside a recursion (cyclic.py: one atom reads the
+    recursion, its node the loop's stream; the others' nodes Imports): a WcojJoin of the
+    MultiJoin per iteration."""
+    assert not expr.negated, "inside a loop a negation is a difference (lower.expand_negations)"
+    (recursive,) = [i for i, (atom, _) in enumerate(expr.atoms) if ra.mentions_recur(atom)]
+
+    def join(inputs: tuple[Node, ...], indexes: IndexRegistry) -> WcojJoin:
+        return multi_join(expr, list(inputs), indexes)
+
+    return NestedWcoj(tuple(ins), recursive, join)

@@ -260,20 +260,21 @@ def _coarser(
             binds = earlier
             break
     else:
-        early = frozenset(arg.attribute for arg in atom.args if _variables_of(arg.term) & guarded) & binds
+        early = frozenset(arg.attribute for arg in atom.args if _of_key(arg.term, guarded)) & binds
         if early and early < binds:
             binds = early
     read.append((atom.relation, binds, {a: terms[a] for a in binds}))
     return binds
 
 
-def _variables_of(term: ast.Term) -> set[str]:
-    return {term.name} if isinstance(term, ast.Variable) else set()
+def _of_key(term: ast.Term, guarded: frozenset[str]) -> bool:
+    """Whether `term` is a variable of the demanded key."""
+    return isinstance(term, ast.Variable) and term.name in guarded
 
 
 def _by_key(atom: ast.Atom, guarded: frozenset[str]) -> bool:
     """Whether every term of `atom` is a variable of the demanded key."""
-    return all(isinstance(arg.term, ast.Variable) and arg.term.name in guarded for arg in atom.args)
+    return all(_of_key(arg.term, guarded) for arg in atom.args)
 
 
 def _bound(atom: ast.Atom, known: set[str]) -> frozenset[str]:

@@ -64,6 +64,8 @@ from pomoview.planner.ir import ra
 
 MAX_ATOMS = 32
 
+Atom = tuple[ra.Expr, tuple[ra.AtomTerm, ...]]  # a MultiJoin's atom: (input, terms)
+
 _FLIP = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 
 
@@ -232,15 +234,25 @@ class _Rewriter:
         # An atom with no variable (all constants) only says whether its tuple exists: the
         # operator wants a variable per atom, so it is joined above it (a semijoin on no column).
         guards = [leaf for leaf in leaves if not leaf.schema]
-        atoms = [self._atom(leaf) for leaf in leaves if leaf.schema]
-        edges = [frozenset(t for t in terms if isinstance(t, str)) for _, terms in atoms]
-        if 3 <= len(atoms) <= MAX_ATOMS and cyclic(edges):
-            joined = self._shared(_multi_join(root.schema, tuple(atoms), predicates))
+        atoms = self._cyclic_atoms([leaf for leaf in leaves if leaf.schema])
+        if atoms is not None:
+            joined = self._shared(_multi_join(root.schema, atoms, predicates))
             for guard in guards:
                 joined = ra.SemiJoin(joined, guard)
             return joined
+        return self._unchanged(root, predicates)
+
+    def _unchanged(self, root: ra.Join | ra.SemiJoin, predicates: tuple[ra.Compare, ...]) -> ra.Expr:
+        """The join tree over its leaves' rewrites, under its comparisons."""
         tree = _rebuild_tree(root, {id(old): self.done[id(old)] for old in _tree(root)})
         return ra.Select(tree, predicates) if predicates else tree
+
+    def _cyclic_atoms(self, parts: list[ra.Expr]) -> tuple[Atom, ...] | None:
+        """The parts as the MultiJoin's atoms, when they are 3 to MAX_ATOMS and their join
+        graph has a cycle; else None."""
+        atoms = tuple(self._atom(part) for part in parts)
+        edges = [frozenset(t for t in terms if isinstance(t, str)) for _, terms in atoms]
+        return atoms if 3 <= len(atoms) <= MAX_ATOMS and cyclic(edges) else None
 
     def _in_loop(
         self, root: ra.Join | ra.SemiJoin, predicates: tuple[ra.Compare, ...], needed: set[str] | None
@@ -255,18 +267,16 @@ class _Rewriter:
         rest = list(predicates)
         for members in _components([leaves[i].schema for i in free]):
             members = [free[k] for k in members]
-            atoms = [self._atom(leaves[i]) for i in members]
-            edges = [frozenset(t for t in terms if isinstance(t, str)) for _, terms in atoms]
-            if not (3 <= len(atoms) <= MAX_ATOMS and cyclic(edges)):
+            atoms = self._cyclic_atoms([leaves[i] for i in members])
+            if atoms is None:
                 continue
             variables = tuple(dict.fromkeys(c for i in members for c in leaves[i].schema))
-            mine = [p for p in rest if _columns(p) and _columns(p) <= set(variables)]
-            rest = [p for p in rest if p not in mine]
+            mine, rest = _split(rest, variables)
             read = set(root.schema if needed is None else needed).union(*map(_columns, rest))
             for i, item in enumerate(items):
                 if item is not None and i not in members:
                     read.update(item.schema)
-            joined = self._shared(_multi_join(variables, tuple(atoms), tuple(mine)))
+            joined = self._shared(_multi_join(variables, atoms, mine))
             kept = tuple(v for v in variables if v in read)
             if kept != variables:
                 joined = ra.Project(joined, tuple((v, ra.Col(v)) for v in kept))
@@ -276,8 +286,7 @@ class _Rewriter:
         parts = [item for item in items if item is not None]
         through = self._through_recursion(parts, rest)
         if through is None and all(item is leaf for item, leaf in zip(items, leaves, strict=True)):
-            tree = _rebuild_tree(root, {id(old): self.done[id(old)] for old in _tree(root)})
-            return ra.Select(tree, predicates) if predicates else tree
+            return self._unchanged(root, predicates)
         if through is not None:
             parts, rest = through
         out = parts[0]
@@ -298,15 +307,12 @@ class _Rewriter:
         join graph has a cycle, and exactly one reads the recursion (two would need the
         products of two recursive deltas, which the operator does not keep)."""
         bodied = [part for part in parts if part.schema]
-        if sum(map(self._reads_recur, parts)) != 1 or not 3 <= len(bodied) <= MAX_ATOMS:
-            return None
-        atoms = [self._atom(part) for part in bodied]
-        if not cyclic([frozenset(t for t in terms if isinstance(t, str)) for _, terms in atoms]):
+        atoms = self._cyclic_atoms(bodied) if sum(map(self._reads_recur, parts)) == 1 else None
+        if atoms is None:
             return None
         variables = tuple(dict.fromkeys(c for part in bodied for c in part.schema))
-        mine = [p for p in rest if _columns(p) and _columns(p) <= set(variables)]
-        joined = _multi_join(variables, tuple(atoms), tuple(mine))
-        return [joined, *(part for part in parts if not part.schema)], [p for p in rest if p not in mine]
+        mine, rest = _split(rest, variables)
+        return [_multi_join(variables, atoms, mine), *(part for part in parts if not part.schema)], rest
 
     def _atom(self, leaf: ra.Expr) -> tuple[ra.Expr, tuple[ra.AtomTerm, ...]]:
         """The leaf as (input, terms): the scan it renames, or itself whole."""
@@ -360,6 +366,14 @@ def _same(out: ra.Expr, expr: ra.Expr) -> ra.Expr:
     """`expr` itself when `out` is a Select equal to it over the same input object."""
     same = isinstance(out, ra.Select) and isinstance(expr, ra.Select) and out.input is expr.input
     return expr if same and out.predicates == expr.predicates else out  # type: ignore[union-attr]
+
+
+def _split(
+    predicates: list[ra.Compare], variables: tuple[str, ...]
+) -> tuple[tuple[ra.Compare, ...], list[ra.Compare]]:
+    """The comparisons over `variables` only (a MultiJoin's constraints), and the others."""
+    mine = tuple(p for p in predicates if _columns(p) and _columns(p) <= set(variables))
+    return mine, [p for p in predicates if p not in mine]
 
 
 def _columns(p: ra.Compare) -> set[str]:

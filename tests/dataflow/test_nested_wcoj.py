@@ -14,7 +14,8 @@ import pytest
 
 from pomoview.dataflow.node import Node, Value
 from pomoview.dataflow.operators.nested_wcoj import NestedWcoj
-from pomoview.dataflow.operators.wcoj import Compare
+from pomoview.dataflow.operators.wcoj import Compare, WcojJoin
+from pomoview.dataflow.state.collection_index import IndexRegistry
 from pomoview.dataflow.time import Time
 from pomoview.dataflow.zset import ZSet
 
@@ -57,14 +58,13 @@ def random_set(rng: random.Random, size: int) -> set[Pair]:
 def test_each_output_is_the_four_corners_of_the_whole_join(seed: int) -> None:
     rng = random.Random(seed)
     r, e, f = Input(("A", "B")), Input(("B", "C")), Input(("A", "C"))
-    node = NestedWcoj(
-        (r, e, f),
-        (("A", "B"), ("B", "C"), ("A", "C")),
-        ("A", "B", "C"),
-        (Compare("A", "!=", "C"),),
-        ("r", "e", "f"),
-        recursive=0,
-    )
+
+    def body(inputs: tuple[Node, ...], indexes: IndexRegistry) -> WcojJoin:
+        atoms = (("A", "B"), ("B", "C"), ("A", "C"))
+        constraints = (Compare("A", "!=", "C"),)
+        return WcojJoin(inputs, atoms, ("A", "B", "C"), constraints, ("r", "e", "f"), indexes=indexes)
+
+    node = NestedWcoj((r, e, f), 0, body)
     # The relations' values: R at each (epoch, iteration), E and F at each epoch.
     rs = {(ep, k): random_set(rng, rng.randrange(0, 12)) for ep in range(EPOCHS) for k in range(ITERATIONS)}
     es = {ep: random_set(rng, rng.randrange(0, 12)) for ep in range(EPOCHS)}
