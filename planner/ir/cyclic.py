@@ -51,13 +51,17 @@ scan with its terms, equal scans being one object so that the operator indexes a
 read by several atoms once. Any other input (a repeated variable, an attribute left unbound,
 a content id, a derived relation's rows renamed) is kept whole, its columns its variables.
 
+MultiJoins of one form are one object, so that the builder builds one WcojJoin for them:
+equal ones (two rules with one body), and ones equal up to their variables' names, the
+later under a Project renaming the first's columns (`_Rewriter._shared`).
+
 The pass is iterative (no Python frame per operator) and memoized by object, so a
 sub-expression shared by two relations is rewritten once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import replace
 
 from pomoview.planner.ir import ra
@@ -123,6 +127,11 @@ class _Rewriter:
         self.fixpoints: dict[int, ra.Fixpoint] = {}  # id(fixpoint) -> its rewrite: one loop each
         self.recur: dict[int, bool] = {}  # id(expr) -> whether it reads a Recur
         self.joins: dict[ra.Expr, ra.Expr] = {}  # equal MultiJoins as one object
+        # A MultiJoin's form up to its variables' names -> the first made of that form.
+        self.forms: dict[Hashable, ra.MultiJoin] = {}
+        # id(the Project renaming a shared MultiJoin) -> (it, the MultiJoin it stands for):
+        # a negation above it folds into the MultiJoin, which is then shared as a whole.
+        self.renamed: dict[int, tuple[ra.Project, ra.MultiJoin]] = {}
 
     def rewrite(self, root: ra.Expr) -> ra.Expr:
         # Post-order without recursion. A join tree's inner joins are not visited: the tree
@@ -168,8 +177,10 @@ class _Rewriter:
         new = {id(c): self.done[id(c)] for c in self._below(expr)}
         if isinstance(expr, ra.AntiJoin):
             left = new[id(expr.left)]
+            if id(left) in self.renamed:
+                left = self.renamed[id(left)][1]
             if isinstance(left, ra.MultiJoin):
-                return self._negated(left, new[id(expr.right)])
+                return self._shared(self._negated(left, new[id(expr.right)]))
         return _with_children(expr, new)
 
     def _negated(self, joined: ra.MultiJoin, right: ra.Expr) -> ra.Expr:
@@ -182,10 +193,25 @@ class _Rewriter:
         return replace(joined, negated=joined.negated + (self._atom(right),))
 
     def _shared(self, joined: ra.Expr) -> ra.Expr:
-        """`joined`, or an equal MultiJoin made before (two rules with one body, their
-        variables named alike): the builder then builds one WcojJoin for both, as it builds
-        a node per expression object."""
-        return self.joins.setdefault(joined, joined)
+        """`joined`, or an equal MultiJoin made before (two rules with one body), or one equal
+        to it up to its variables' names under a Project renaming them (`tri(a,b,c)` and
+        `ring(x,y,z)` over one triangle): the builder then builds one WcojJoin for all of
+        them, as it builds a node per expression object; a Project is a Map, linear and
+        stateless, where a second WcojJoin would hold its plans and compute every row again.
+        Forms are compared with the atoms in their order: a body whose atoms come in another
+        order is a WcojJoin of its own (deciding that is graph isomorphism)."""
+        same = self.joins.setdefault(joined, joined)
+        if same is not joined or not isinstance(joined, ra.MultiJoin):
+            return same
+        form, names = _form(joined)
+        first = self.forms.setdefault(form, joined)
+        if first is joined:
+            return joined
+        back = {canonical: name for name, canonical in _form(first)[1].items()}
+        renaming = ra.Project(first, tuple((v, ra.Col(back[names[v]])) for v in joined.variables))
+        self.renamed[id(renaming)] = (renaming, joined)
+        self.joins[joined] = renaming
+        return renaming
 
     def _fixpoint(self, fixpoint: ra.Fixpoint) -> ra.Fixpoint:
         """The stratum with its bodies rewritten, once (its relations' Recursives share it)."""
@@ -360,6 +386,26 @@ def _multi_join(
             rest.append(p)
     joined: ra.Expr = ra.MultiJoin(atoms, schema, tuple(constraints))
     return ra.Select(joined, tuple(rest)) if rest else joined
+
+
+def _form(joined: ra.MultiJoin) -> tuple[Hashable, dict[str, int]]:
+    """The MultiJoin's form with its variables numbered in order of first appearance (the
+    atoms' terms, the negated atoms', the constraints'), and that numbering. Two MultiJoins
+    of one form compute the same rows, their columns named apart."""
+    names: dict[str, int] = {}
+
+    def term(t: ra.AtomTerm | ra.Operand) -> object:
+        if isinstance(t, ra.Col):
+            return ("col", names.setdefault(t.name, len(names)))
+        if isinstance(t, str):
+            return names.setdefault(t, len(names))
+        return t
+
+    atoms = tuple((i, tuple(map(term, terms))) for i, terms in joined.atoms)
+    negated = tuple((i, tuple(map(term, terms))) for i, terms in joined.negated)
+    constraints = tuple((term(c.left), c.op, term(c.right)) for c in joined.constraints)
+    outputs = frozenset(names.setdefault(v, len(names)) for v in joined.variables)
+    return (atoms, negated, constraints, outputs), names
 
 
 def _same(out: ra.Expr, expr: ra.Expr) -> ra.Expr:

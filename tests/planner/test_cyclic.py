@@ -266,3 +266,39 @@ def test_rules_with_one_cyclic_body_share_its_multi_join() -> None:
 
     assert join_of("p") is join_of("q")
     assert join_of("r") is not join_of("p")  # its comparison is a constraint of its own join
+
+
+def _join_of(exprs: dict[str, ra.Expr], name: str) -> ra.MultiJoin:
+    stack = [exprs[name]]
+    while stack:
+        expr = stack.pop()
+        if isinstance(expr, ra.MultiJoin):
+            return expr
+        stack.extend(ra.children(expr))
+    raise AssertionError(f"no MultiJoin in {name}")
+
+
+def test_bodies_equal_up_to_variable_names_share_one_multi_join() -> None:
+    """A body with its variables named apart is the first one's MultiJoin under a Project
+    renaming its columns; a negation folds into the join first, and is shared alike; a
+    body of another shape, or another comparison, has its own."""
+    text = (
+        f"p(a: A, b: B, c: C) :- {edges('AB BC AC')}.\n"
+        f"q(x: X, y: Y, z: Z) :- {edges('XY YZ XZ')}.\n"
+        f"s(x: X, y: Y) :- {edges('XY YZ XZ')}, !n(v: Y).\n"
+        f"u(a: A, b: B) :- {edges('AB BC AC')}, !n(v: B).\n"
+        f"k(x: X) :- {edges('XY YZ ZX')}.\n"  # a cyclic triangle: another form
+        f"l(x: X) :- {edges('XY YZ XZ')}, X < Z.\n"
+        f"m(x: X) :- {edges('XY YZ XZ')}, Y < Z.\n"
+    )
+    exprs = multi_joins(compile_program(DECLS + text).exprs)
+    p, q = _join_of(exprs, "p"), _join_of(exprs, "q")
+    assert p is q
+    renaming = exprs["q"]
+    while not (isinstance(renaming, ra.Project) and renaming.input is p):
+        (renaming,) = ra.children(renaming)
+    assert dict(renaming.outputs) == {"X": ra.Col("A"), "Y": ra.Col("B"), "Z": ra.Col("C")}
+    s, u = _join_of(exprs, "s"), _join_of(exprs, "u")
+    assert s is u and len(s.negated) == 1 and s is not p
+    assert _join_of(exprs, "k") is not p
+    assert _join_of(exprs, "l") is not _join_of(exprs, "m")  # X < Z against Y < Z
