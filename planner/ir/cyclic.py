@@ -224,21 +224,7 @@ class _Rewriter:
         return done
 
     def _reads_recur(self, expr: ra.Expr) -> bool:
-        """ra.mentions_recur, memoized and without a Python frame per operator."""
-        stack = [expr]
-        while stack:
-            top = stack[-1]
-            if id(top) in self.recur:
-                stack.pop()
-                continue
-            below = [c for c in ra.children(top) if id(c) not in self.recur]
-            if below:
-                stack.extend(below)
-                continue
-            stack.pop()
-            below_recur = any(self.recur[id(c)] for c in ra.children(top))
-            self.recur[id(top)] = isinstance(top, ra.Recur) or below_recur
-        return self.recur[id(expr)]
+        return ra.mentions_recur(expr, self.recur)
 
     def _loop_tree(self, expr: ra.Expr) -> tuple[ra.Join | ra.SemiJoin, tuple[ra.Compare, ...]] | None:
         """(tree, comparisons) when `expr` is a join tree, or a Select over one, with an atom

@@ -328,8 +328,22 @@ def children(expr: Expr) -> tuple[Expr, ...]:
     return ()
 
 
-def mentions_recur(expr: Expr) -> bool:
-    """Whether `expr` reads a relation of its enclosing fixpoint (a Recur)."""
-    if isinstance(expr, Recur):
-        return True
-    return any(mentions_recur(child) for child in children(expr))
+def mentions_recur(expr: Expr, memo: dict[int, bool] | None = None) -> bool:
+    """Whether `expr` reads a relation of its enclosing fixpoint (a Recur). Iterative (a
+    body can be a thousand operators deep) and memoized by object in `memo` (id -> answer;
+    one call's own when None), which a caller walking many expressions of one program
+    keeps: a sub-expression shared by several is walked once."""
+    seen: dict[int, bool] = {} if memo is None else memo
+    stack = [expr]
+    while stack:
+        top = stack[-1]
+        if id(top) in seen:
+            stack.pop()
+            continue
+        below = [c for c in children(top) if id(c) not in seen]
+        if below:
+            stack.extend(below)
+            continue
+        stack.pop()
+        seen[id(top)] = isinstance(top, Recur) or any(seen[id(c)] for c in children(top))
+    return seen[id(expr)]

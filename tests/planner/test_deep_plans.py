@@ -153,3 +153,23 @@ def test_the_issues_5000_atom_body_answers_under_the_default_recursion_limit() -
     with recursion_limit(1_000):
         compared = run_against_the_full_graph(m, "w", random.Random(3), rounds=3)
     assert compared == 3
+
+
+def test_mentions_recur_walks_deep_and_shared_plans_without_recursion() -> None:
+    """ra.mentions_recur on a chain of 5,000 Selects (a frame per operator passes Python's
+    default recursion limit) and on a 60-level diamond (each level joins the one below with
+    itself: 2^60 paths, one object per level), with and without a Recur at the bottom; the
+    memo a caller gives holds every operator it walked, once."""
+    from pomoview.planner.ir import ra
+
+    for bottom, expected in ((ra.Recur("r", ("a",)), True), (ra.Scan("s", ("a",)), False)):
+        deep: ra.Expr = bottom
+        for _ in range(5000):
+            deep = ra.Select(deep, ())
+        assert ra.mentions_recur(deep) is expected
+        diamond: ra.Expr = bottom
+        for _ in range(60):
+            diamond = ra.Join(diamond, diamond)
+        memo: dict[int, bool] = {}
+        assert ra.mentions_recur(diamond, memo) is expected
+        assert len(memo) == 61 and set(memo.values()) == {expected}
