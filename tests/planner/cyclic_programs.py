@@ -34,6 +34,8 @@ translation. By construction:
 - with `temporal`: a transient source of events and a state relation defined by inductive
   (`@next`) rules only, one of them cyclic over every relation (events too); sometimes a
   cyclic inductive rule for another relation;
+- sometimes a twin: a relation of its own whose rule is a cyclic rule's with its variables
+  named apart (`AA` for `A`), which the cyclic pass shares under a renaming Project;
 - range restricted: head, negation and comparison variables are bound by positive atoms.
 
 Variables are typed by name as in random_programs (A-F int, S string).
@@ -332,7 +334,54 @@ def generate_cyclic(rng: random.Random, temporal: bool = False) -> Program:
         # An inductive rule reads the events positively (or it could change its head forever).
         for head in heads:
             rules.append(replace(g.cyclic_rule(head, edges, everything, transient), inductive=True))
+    _twin(g, levels, rules)
     return Program(g.sources, g.derived, levels, rules, transient=frozenset({transient} - {""}))
+
+
+TWIN = "d99"
+
+
+def _twin(g: _Cyclic, levels: list[list[str]], rules: list[Rule]) -> None:
+    """Sometimes a relation of its own whose one rule is a cyclic rule's with every variable
+    named apart (the cyclic pass shares their MultiJoin under a renaming Project). Drawn from a
+    generator seeded by the rules, not from `g.rng`: the programs and draws of the seeds
+    without a twin stay as they were."""
+    rng = random.Random(repr(rules))
+    # A rule of three positive atoms or more none of which reads its head (not recursive).
+    cyclic = [
+        r
+        for r in rules
+        if not r.inductive
+        and sum(isinstance(lit, Pos) for lit in r.body) >= 3
+        and not any(isinstance(lit, Pos) and lit.atom.relation == r.head for lit in r.body)
+    ]
+    if not cyclic or rng.random() >= 0.3:
+        return
+    rule = rng.choice(cyclic)
+    g.derived[TWIN] = g.derived[rule.head]
+    head = tuple((a, _apart(t)) for a, t in rule.head_args)
+    rules.append(Rule(TWIN, head, tuple(map(_apart_literal, rule.body))))
+    levels.append([TWIN])
+
+
+def _apart(term: Term) -> Term:
+    """A variable named apart, its type kept (variables are typed by their first letter)."""
+    return Var(term.name[0] + term.name) if isinstance(term, Var) else term
+
+
+def _apart_atom(atom: Atom) -> Atom:
+    return Atom(atom.relation, tuple((a, _apart(t)) for a, t in atom.args))
+
+
+def _apart_literal(lit: Literal) -> Literal:
+    if isinstance(lit, Pos):
+        return Pos(_apart_atom(lit.atom), None if lit.cid is None else lit.cid[0] + lit.cid)
+    if isinstance(lit, Neg):
+        return Neg(_apart_atom(lit.atom))
+    if isinstance(lit, Cmp):
+        return Cmp(_apart(lit.lhs), lit.op, _apart(lit.rhs))
+    value = None if lit.value is None else lit.value[0] + lit.value
+    return Agg(lit.result[0] + lit.result, lit.function, value, _apart_atom(lit.atom))
 
 
 def _below(g: _Cyclic, levels: list[list[str]]) -> tuple[list[str], list[str]]:
