@@ -254,21 +254,12 @@ def test_rules_with_one_cyclic_body_share_its_multi_join() -> None:
     body = edges("AB BC AC")
     text = f"p(a: A, b: B) :- {body}.\nq(c: C) :- {body}.\nr(a: A) :- {body}, A < C.\n"
     exprs = multi_joins(compile_program(DECLS + text).exprs)
-
-    def join_of(name: str) -> ra.MultiJoin:
-        stack = [exprs[name]]
-        while stack:
-            expr = stack.pop()
-            if isinstance(expr, ra.MultiJoin):
-                return expr
-            stack.extend(ra.children(expr))
-        raise AssertionError(f"no MultiJoin in {name}")
-
-    assert join_of("p") is join_of("q")
-    assert join_of("r") is not join_of("p")  # its comparison is a constraint of its own join
+    assert _join_of(exprs, "p") is _join_of(exprs, "q")
+    assert _join_of(exprs, "r") is not _join_of(exprs, "p")  # its comparison is a constraint of its own join
 
 
 def _join_of(exprs: dict[str, ra.Expr], name: str) -> ra.MultiJoin:
+    """The first MultiJoin under relation `name`'s expression."""
     stack = [exprs[name]]
     while stack:
         expr = stack.pop()

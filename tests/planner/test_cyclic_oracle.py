@@ -21,6 +21,7 @@ import os
 import random
 import sys
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -96,40 +97,36 @@ def test_cyclic_programs_match_clingo_sweep(seed: int, planner: str) -> None:
     check(cyclic_case(seed, 12), FACTORIES[planner])
 
 
-def multi_join_count(program: Program, negated: bool = False) -> int:
-    """How many MultiJoins the planner's cyclic pass makes of the program's rule bodies
-    (with `negated`: those holding a negated atom, tested inside the WcojJoin)."""
+def _planned(program: Program) -> Iterator[ra.Expr]:
+    """Each expression of the program's plans after the cyclic pass, once."""
     exprs = multi_joins(compile_program(program.pomo()).exprs)
     seen: set[int] = set()
     stack: list[ra.Expr] = list(exprs.values())
-    count = 0
     while stack:
         expr = stack.pop()
-        if id(expr) in seen:
-            continue
-        seen.add(id(expr))
-        count += isinstance(expr, ra.MultiJoin) and (not negated or bool(expr.negated))
-        stack.extend(ra.children(expr))
-    return count
+        if id(expr) not in seen:
+            seen.add(id(expr))
+            yield expr
+            stack.extend(ra.children(expr))
+
+
+def multi_join_count(program: Program, negated: bool = False) -> int:
+    """How many MultiJoins the planner's cyclic pass makes of the program's rule bodies
+    (with `negated`: those holding a negated atom, tested inside the WcojJoin)."""
+    return sum(
+        isinstance(expr, ra.MultiJoin) and (not negated or bool(expr.negated)) for expr in _planned(program)
+    )
 
 
 def renamed_shares(program: Program) -> int:
     """How many rule bodies read another's MultiJoin under a Project renaming its columns
     (the cyclic pass's sharing up to variable names; the family's twins)."""
-    exprs = multi_joins(compile_program(program.pomo()).exprs)
-    seen: set[int] = set()
-    stack: list[ra.Expr] = list(exprs.values())
     count = 0
-    while stack:
-        expr = stack.pop()
-        if id(expr) in seen:
-            continue
-        seen.add(id(expr))
+    for expr in _planned(program):
         # Variables are capitalized and attributes not: a head's projection names attributes.
         if isinstance(expr, ra.Project) and isinstance(expr.input, ra.MultiJoin):
             variables = [name for name, _ in expr.outputs if name[:1].isupper()]
             count += bool(variables) and not set(variables) & set(expr.input.variables)
-        stack.extend(ra.children(expr))
     return count
 
 
