@@ -127,8 +127,9 @@ class _Rewriter:
         self.fixpoints: dict[int, ra.Fixpoint] = {}  # id(fixpoint) -> its rewrite: one loop each
         self.recur: dict[int, bool] = {}  # id(expr) -> whether it reads a Recur
         self.joins: dict[ra.Expr, ra.Expr] = {}  # equal MultiJoins as one object
-        # A MultiJoin's form up to its variables' names -> the first made of that form.
-        self.forms: dict[Hashable, ra.MultiJoin] = {}
+        # A MultiJoin's form up to its variables' names -> the first made of that form, and
+        # its variables' numbers in the form.
+        self.forms: dict[Hashable, tuple[ra.MultiJoin, dict[str, int]]] = {}
         # id(the Project renaming a shared MultiJoin) -> (it, the MultiJoin it stands for):
         # a negation above it folds into the MultiJoin, which is then shared as a whole.
         self.renamed: dict[int, tuple[ra.Project, ra.MultiJoin]] = {}
@@ -204,10 +205,10 @@ class _Rewriter:
         if same is not joined or not isinstance(joined, ra.MultiJoin):
             return same
         form, names = _form(joined)
-        first = self.forms.setdefault(form, joined)
+        first, numbers = self.forms.setdefault(form, (joined, names))
         if first is joined:
             return joined
-        back = {canonical: name for name, canonical in _form(first)[1].items()}
+        back = {number: name for name, number in numbers.items()}
         renaming = ra.Project(first, tuple((v, ra.Col(back[names[v]])) for v in joined.variables))
         self.renamed[id(renaming)] = (renaming, joined)
         self.joins[joined] = renaming
