@@ -10,7 +10,7 @@ saw; a partial one answers None ("missing") until the key is filled. Appends to 
 are refused (the caller drops them and counts them).
 
 Compaction: `advance_to(epoch)` lets the trace fold every time of an epoch before
-`epoch - 1` onto `epoch - 1` (see `time.advance`), the *floor*. The trace keeps two parts:
+`epoch - 1` onto `epoch - 1` (see `time.advance`), the *floor*. The trace keeps three parts:
 
 * *settled*: the entries at or below the floor, stored without their epoch (it is the floor,
   whatever the floor is now), so that moving the floor rewrites nothing. Each (key, value)
@@ -19,13 +19,20 @@ Compaction: `advance_to(epoch)` lets the trace fold every time of an epoch befor
   (inner time..., weight) per entry. A key whose only value is `None` (a plain ZSet's
   element) holds its code alone, without a dict. A derived pair of a closure costs a dict
   slot and a small int here, where a dict of values and a dict of times cost ~900 bytes.
-* *recent*: the entries above the floor (the epoch being run), key -> value -> time ->
-  weight, moved into settled when the floor passes them (`advance_to`, which a root Child
-  calls as soon as its epoch is over: `settle`).
+* *recent*: the entries of the epoch after the floor (`recent_epoch`, the epoch being run),
+  in the same shape and codes, its epoch left out too. When the floor passes it
+  (`advance_to`, which a root Child calls as soon as its epoch is over: `settle`), its codes
+  merge into settled's, and a key that has none there moves as it is: settling a
+  hydration's epoch moves the whole part. (Kept as dicts of times, the epoch's entries cost
+  ~400 bytes each until they settled, and settling them 40% of a closure's first epoch.)
+* *later*: entries of epochs after the recent one, key -> value -> time -> weight. An
+  operator never writes ahead of the epoch it runs (TraceAppend advances first); a caller
+  may, and such entries come down into recent or settled as the floor moves.
 
-The operators over nested time (DistinctTrace, JoinTrace) read both parts of a key at once
-(`Trace.histories`, `settled_values`, `recent_values`, through `nested_layout`) instead
-of a dict of times built per value.
+The operators over nested time (DistinctTrace, JoinTrace) read the settled and recent codes
+of a key at once (`Trace.histories`, `settled_values`, `recent_values`, through
+`nested_layout`, which refuses a trace that writes ahead) instead of a dict of times built
+per value.
 """
 
 from __future__ import annotations
@@ -36,12 +43,10 @@ from collections.abc import Hashable, Iterable, Iterator, Mapping
 from typing import Any
 
 from pomoview.dataflow.time import Time, leq
+from pomoview.dataflow.trace_codes import Code, Inner, code_size, decode, merge_codes, one_code
 from pomoview.dataflow.zset import IndexedZSet, ZSet
 
 Times = dict[Time, int]
-Inner = tuple[int, ...]  # a time without its epoch
-# A settled (key, value)'s entries at the floor (see the module's docstring and `encode`).
-Code = int | tuple[int, ...]
 _NO_TIMES: Times = {}
 
 
@@ -52,39 +57,6 @@ def _sorted(items: Iterable[Hashable]) -> list[Hashable]:
         return sorted(items)  # type: ignore[type-var]
     except TypeError:
         return sorted(items, key=lambda x: (type(x).__name__, repr(x)))
-
-
-def encode(entries: Mapping[Inner, int], depth: int) -> Code | None:
-    """The code of settled entries (inner time -> weight, zeros allowed) of times `depth`
-    long; None when every weight is zero. One entry of weight 1 at a one-level nested time
-    (i,) is the int i; anything else the flat tuple (inner..., weight) per entry, by inner."""
-    live = sorted((inner, w) for inner, w in entries.items() if w)
-    if not live:
-        return None
-    if depth == 2 and len(live) == 1 and live[0][1] == 1:
-        return live[0][0][0]
-    return tuple(itertools.chain.from_iterable((*inner, w) for inner, w in live))
-
-
-def decode(code: Code, depth: int) -> list[tuple[Inner, int]]:
-    """The (inner time, weight) entries of `code` (the inverse of `encode`)."""
-    if type(code) is int:
-        return [((code,), 1)]
-    assert isinstance(code, tuple)
-    return [(code[k : k + depth - 1], code[k + depth - 1]) for k in range(0, len(code), depth)]
-
-
-def code_size(code: Code, depth: int) -> int:
-    """The number of entries `code` holds."""
-    return 1 if type(code) is int else len(code) // depth  # type: ignore[arg-type]
-
-
-def iteration_pairs(code: Code) -> list[tuple[int, int]] | tuple[tuple[int, int], ...]:
-    """The (iteration, weight) entries of the code of settled (epoch, iteration) times."""
-    if type(code) is int:
-        return ((code, 1),)
-    assert isinstance(code, tuple)
-    return list(zip(code[0::2], code[1::2], strict=True))
 
 
 class TraceReader:
@@ -128,17 +100,23 @@ class TraceReader:
 class Trace(TraceReader):
     """A partial or full trace, its past epochs settled compactly (see the module's docstring)."""
 
-    __slots__ = ("partial", "depth", "_settled", "_recent", "_present", "_epoch", "_entries", "_order")
+    __slots__ = (
+        "partial", "depth", "_settled", "_recent", "_later", "_present", "_epoch", "_entries", "_n_recent",
+        "_n_later", "_order",
+    )
 
     def __init__(self, *, partial: bool = False) -> None:
         self.partial = partial
         self.depth = 0  # the length of its times, known from the first entry
-        # key -> value -> code, or key -> code when the key's one value is None.
+        # Two parts of one shape, key -> value -> code (or key -> code when the key's one
+        # value is None): settled at the floor, recent at the epoch after it.
         self._settled: dict[Hashable, dict[Hashable, Code] | Code] = {}
-        self._recent: dict[Hashable, dict[Hashable, Times]] = {}
+        self._recent: dict[Hashable, dict[Hashable, Code] | Code] = {}
+        self._later: dict[Hashable, dict[Hashable, Times]] = {}  # epochs after the recent one
         self._present: set[Hashable] = set()  # a partial trace's present keys
-        self._epoch = 0
-        self._entries = 0
+        self._epoch = 0  # the recent entries' epoch; the floor is the one before it
+        self._entries = 0  # in all three parts
+        self._n_recent = self._n_later = 0  # in recent, in later
         # The keys in cursor order, kept until a key comes or goes, so that
         # repeated sequential reads cost no sort.
         self._order: list[Hashable] | None = None
@@ -147,6 +125,11 @@ class Trace(TraceReader):
     def floor(self) -> int:
         """The epoch of every settled entry (-1: nothing is settled yet)."""
         return self._epoch - 1
+
+    @property
+    def recent_epoch(self) -> int:
+        """The epoch of every recent entry: the one after the floor."""
+        return self._epoch
 
     # -- presence (DESIGN §3) ------------------------------------------------------------
 
@@ -171,32 +154,35 @@ class Trace(TraceReader):
 
     def advance_to(self, epoch: int) -> None:
         """Declares that no time of an epoch below `epoch` will be appended or asked about:
-        every recent entry at or below the new floor moves into settled."""
+        the recent entries fold onto the new floor (a part moved whole where the settled
+        one is empty, as after a hydration's epoch; else a key at a time), and the later
+        entries of epochs up to `epoch` come down."""
         if epoch == self._epoch:
             return
         assert epoch > self._epoch, (epoch, self._epoch)
         self._epoch = epoch
-        floor = epoch - 1
-        recent = self._recent
-        kept: dict[Hashable, dict[Hashable, Times]] = {}
-        for key, values in recent.items():
-            if self.depth == 2 and key not in self._settled:
-                values = self._settle_new_key(key, values, floor)
-            for value, times in values.items():
-                later: Times = {}
-                inner: dict[Inner, int] = {}
-                for t, w in times.items():
-                    if t[0] > floor:
-                        later[t] = w
-                    else:
-                        i = t[1:]
-                        inner[i] = inner.get(i, 0) + w
-                self._entries -= len(times) - len(later)
-                if inner:
-                    self._settle(key, value, inner)
-                if later:
-                    kept.setdefault(key, {})[value] = later
-        self._recent = kept
+        recent, self._recent = self._recent, {}
+        settled = self._settled
+        if not settled:
+            self._settled = recent
+        else:
+            for key, held in recent.items():
+                if key not in settled:
+                    settled[key] = held
+                    continue
+                codes: Mapping[Hashable, Code] = held if type(held) is dict else {None: held}  # type: ignore[dict-item]
+                for value, code in codes.items():
+                    self._entries -= code_size(code, self.depth)  # counted again by _merge
+                    self._merge(settled, key, value, code)
+        self._n_recent = 0
+        if self._later:
+            later, self._later = self._later, {}
+            self._entries -= self._n_later  # counted again by insert
+            self._n_later = 0
+            for key, values in later.items():
+                for value, times in values.items():
+                    for t, w in times.items():
+                        self.insert(key, value, t, w)
         if not self.partial:
             self._order = None
 
@@ -208,222 +194,195 @@ class Trace(TraceReader):
             return False
         if not self.depth:
             self.depth = len(time)
-        if time[0] <= self._epoch - 1:  # folds onto the floor
-            self._settle(key, value, {time[1:]: weight})
-            return True
-        values = self._recent.get(key)
+        if time[0] < self._epoch:  # folds onto the floor
+            self._merge(self._settled, key, value, one_code(time[1:], weight, self.depth))
+        elif time[0] == self._epoch:
+            self._merge(self._recent, key, value, one_code(time[1:], weight, self.depth))
+        else:
+            self._insert_later(key, value, time, weight)
+        return True
+
+    def _insert_later(self, key: Hashable, value: Hashable, time: Time, weight: int) -> None:
+        """An entry of an epoch after the recent one (no operator writes ahead: a caller may)."""
+        values = self._later.get(key)
         if values is None:
-            if key not in self._settled:
-                self._order = None
-            values = self._recent[key] = {}
-        times = values.get(value)
-        if times is None:
-            values[value] = {time: weight}
-            self._entries += 1
-            return True
+            values = self._later[key] = {}
+            self._order = None
+        times = values.setdefault(value, {})
         total = times.get(time, 0) + weight
         if total:
-            if time not in times:
-                self._entries += 1
+            new = time not in times
+            self._entries += new
+            self._n_later += new
             times[time] = total
+            return
+        del times[time]
+        self._entries -= 1
+        self._n_later -= 1
+        if not times:
+            del values[value]
+            if not values:
+                del self._later[key]
+                self._order = None
+
+    def _merge(self, part: dict[Hashable, Any], key: Hashable, value: Hashable, code: Code) -> None:
+        """Adds the entries of `code` to (key, value) in `part` (settled or recent)."""
+        depth = self.depth
+        held = part.get(key)
+        if held is None:
+            part[key] = code if value is None else {value: code}
+            self._count(part, code_size(code, depth))
+            self._order = None
+            return
+        values: dict[Hashable, Code] = held if type(held) is dict else {None: held}
+        old = values.get(value)
+        change = 0
+        if old is None:
+            merged: Code | None = code
         else:
-            del times[time]
-            self._entries -= 1
-            if not times:
-                del values[value]
-                if not values:
-                    del self._recent[key]
-                    self._order = None
-        return True
+            change -= code_size(old, depth)
+            merged = merge_codes(old, code, depth)
+        if merged is None:
+            del values[value]
+        else:
+            values[value] = merged
+            change += code_size(merged, depth)
+        self._count(part, change)
+        if not values:
+            del part[key]
+            self._order = None
+        elif len(values) == 1 and None in values:
+            part[key] = values[None]
+        else:
+            part[key] = values
+
+    def _count(self, part: dict[Hashable, Any], change: int) -> None:
+        self._entries += change
+        if part is self._recent:
+            self._n_recent += change
 
     def append(self, batch: ZSet[Any] | IndexedZSet[Any, Any], time: Time) -> None:
         """TraceAppend (§2.9.16): merges `batch` into the trace at `time` (full traces only)."""
-        if self.partial or time[0] <= self._epoch - 1 or not batch:
+        if self.partial or time[0] != self._epoch or not batch:
             for key, value, weight in _rows(batch):
                 self.insert(key, value, time, weight)
             return
         if not self.depth:
             self.depth = len(time)
+        inner, depth = time[1:], self.depth
         if isinstance(batch, IndexedZSet):
-            self._append_indexed(batch, time)
+            self._append_indexed(batch, inner)
             return
-        # The common case of a nested circuit's epoch, inlined: an element new to the epoch.
+        # The common case of a nested circuit's epoch, inlined: an element new to the epoch,
+        # stored as its code (at one-level nesting and weight 1, the iteration's int).
+        if depth != 2:
+            for element, weight in batch.items():
+                if weight:
+                    self._merge(self._recent, element, None, (*inner, weight))
+            return
         recent, settled = self._recent, self._settled
+        (i,) = inner
         added = 0
         for element, weight in batch.items():
-            values = recent.get(element)
-            if values is not None:
-                times = values.get(None)
-                if times is not None and time not in times:  # derived again, at a new time
-                    times[time] = weight
-                    added += 1
-                else:
-                    self.insert(element, None, time, weight)
+            if not weight:
                 continue
-            recent[element] = {None: {time: weight}}
-            added += 1
-            if element not in settled:
-                self._order = None
-        self._entries += added
-
-    def _append_indexed(self, batch: IndexedZSet[Any, Any], time: Time) -> None:
-        """`append` of an indexed batch above the floor: a key's values found once, and a
-        value new at `time` added without `insert`."""
-        recent = self._recent
-        added = 0
-        for key, group in batch.groups():
-            values = recent.get(key)
-            if values is None:
-                values = recent[key] = {}
-                if key not in self._settled:
+            held = recent.get(element)
+            if held is None:
+                recent[element] = i if weight == 1 else (i, weight)
+                if element not in settled:
                     self._order = None
-            for value, weight in group.items():
-                times = values.get(value)
-                if times is None:
-                    values[value] = {time: weight}
-                    added += 1
-                elif time not in times:
-                    times[time] = weight
-                    added += 1
-                elif times[time] + weight:
-                    times[time] += weight
-                else:
-                    del times[time]
-                    added -= 1
-                    if not times:
-                        del values[value]
-            if not values:  # every value it held cancelled out
-                del recent[key]
-                self._order = None
-        self._entries += added
-
-    def _settle_new_key(
-        self, key: Hashable, values: dict[Hashable, Times], floor: int
-    ) -> dict[Hashable, Times]:
-        """Settles the values of a key with nothing settled yet, at (epoch, iteration) times,
-        with no decode and merge (what `advance_to` does for most keys); returns the values
-        with times above `floor`, for the general path."""
-        codes: dict[Hashable, Code] = {}
-        rest: dict[Hashable, Times] = {}
-        for value, times in values.items():
-            if len(times) == 1:
-                ((t, w),) = times.items()
-                if t[0] <= floor:
-                    codes[value] = t[1] if w == 1 else (t[1], w)
-                    continue
-            elif max(times)[0] <= floor:
-                # A closure's element derived at several iterations: the flat code built
-                # here, without `encode`'s tuples of inner times (settling cost 40% of the
-                # bench's first epoch).
-                sums: dict[int, int] = {}
-                for t, w in times.items():
-                    sums[t[1]] = sums.get(t[1], 0) + w
-                live = sorted(item for item in sums.items() if item[1])
-                self._entries -= len(times) - len(live)
-                if len(live) == 1 and live[0][1] == 1:
-                    codes[value] = live[0][0]
-                elif live:
-                    codes[value] = tuple(itertools.chain.from_iterable(live))
+            # Derived again at a later iteration (they come in order): the entry goes last.
+            elif type(held) is int and held < i:
+                recent[element] = (held, 1, i, weight)
+            elif type(held) is tuple and held[-2] < i:
+                recent[element] = held + (i, weight)
+            else:
+                self._merge(recent, element, None, i if weight == 1 else (i, weight))
                 continue
-            rest[value] = times
-        if codes:
-            self._settled[key] = codes[None] if len(codes) == 1 and None in codes else codes
-        return rest
+            added += 1
+        self._entries += added
+        self._n_recent += added
 
-    def _settle(self, key: Hashable, value: Hashable, entries: dict[Inner, int]) -> None:
-        """Adds `entries` (inner time -> weight) to the settled entries of (key, value)."""
-        settled = self._settled
-        held = settled.get(key)
-        if held is None:
-            values: dict[Hashable, Code] = {}
-        elif type(held) is dict:
-            values = held
-        else:
-            values = {None: held}  # type: ignore[dict-item]
-        old = values.get(value)
-        if old is not None:
-            self._entries -= code_size(old, self.depth)
-            for inner, w in decode(old, self.depth):
-                entries[inner] = entries.get(inner, 0) + w
-        code = encode(entries, self.depth)
-        if code is None:
-            values.pop(value, None)
-        else:
-            values[value] = code
-            self._entries += code_size(code, self.depth)
-        if not values:
-            if held is not None:
-                del settled[key]
+    def _append_indexed(self, batch: IndexedZSet[Any, Any], inner: Inner) -> None:
+        """`append` of an indexed batch at the recent epoch: a key new to the epoch takes its
+        values' codes in one dict, without `_merge`."""
+        recent, settled, depth = self._recent, self._settled, self.depth
+        for key, group in batch.groups():
+            if key in recent:
+                for value, weight in group.items():
+                    if weight:
+                        self._merge(recent, key, value, one_code(inner, weight, depth))
+                continue
+            codes = {value: one_code(inner, weight, depth) for value, weight in group.items() if weight}
+            if not codes:
+                continue
+            recent[key] = codes[None] if len(codes) == 1 and None in codes else codes
+            self._entries += len(codes)
+            self._n_recent += len(codes)
+            if key not in settled:
                 self._order = None
-        elif len(values) == 1 and None in values:
-            settled[key] = values[None]
-        else:
-            settled[key] = values
-        if held is None and values and key not in self._recent:
-            self._order = None
 
     # -- reading ------------------------------------------------------------------------
 
     def settled_values(self, key: Hashable) -> Mapping[Hashable, Code]:
         """The key's settled values and their codes (at the floor), read only."""
-        held = self._settled.get(key)
-        if held is None:
-            return {}
-        return held if type(held) is dict else {None: held}  # type: ignore[return-value,dict-item]
+        return _values_of(self._settled, key)
 
     def settled_code(self, key: Hashable, value: Hashable = None) -> Code | None:
-        held = self._settled.get(key)
-        if type(held) is dict:
-            return held.get(value)  # type: ignore[no-any-return]
-        return held if value is None else None  # type: ignore[return-value]
+        return _code_of(self._settled, key, value)
 
-    def histories(self, keys: Iterable[Hashable]) -> Iterator[tuple[Hashable, Code | None, Times]]:
-        """For each of `keys`: its value None's settled code (or None) and recent times (read
-        only): a plain ZSet's elements' histories in one pass, for DistinctTrace."""
+    def recent_values(self, key: Hashable) -> Mapping[Hashable, Code]:
+        """The key's recent values and their codes (at `recent_epoch`), read only."""
+        return _values_of(self._recent, key)
+
+    def recent_code(self, key: Hashable, value: Hashable = None) -> Code | None:
+        return _code_of(self._recent, key, value)
+
+    def later_times(self, key: Hashable, value: Hashable = None) -> Times:
+        """The entries of (key, value) at epochs after the recent one."""
+        return self._later.get(key, {}).get(value) or _NO_TIMES
+
+    def writes_ahead(self) -> bool:
+        """Whether it holds entries of an epoch after the recent one."""
+        return bool(self._later)
+
+    def histories(self, keys: Iterable[Hashable]) -> Iterator[tuple[Hashable, Code | None, Code | None]]:
+        """For each of `keys`: its value None's settled code and recent code (or None): a
+        plain ZSet's elements' histories in one pass, for DistinctTrace."""
         settled, recent = self._settled, self._recent
         for key in keys:
             held = settled.get(key)
             code = held.get(None) if type(held) is dict else held
-            assert not isinstance(code, dict)
-            values = recent.get(key)
-            yield key, code, (values.get(None) or _NO_TIMES) if values is not None else _NO_TIMES
-
-    def recent_values(self, key: Hashable) -> Mapping[Hashable, Times]:
-        """The key's recent values and their times (above the floor), read only."""
-        return self._recent.get(key) or {}
-
-    def recent_times(self, key: Hashable, value: Hashable = None) -> Times:
-        values = self._recent.get(key)
-        if values is None:
-            return _NO_TIMES
-        return values.get(value) or _NO_TIMES
+            held = recent.get(key)
+            yield key, code, held.get(None) if type(held) is dict else held  # type: ignore[misc]
 
     def values(self, key: Hashable) -> dict[Hashable, Times] | None:
         if self.partial and key not in self._present:
             return None
-        floor = (self._epoch - 1,)
+        floor, epoch, depth = (self._epoch - 1,), (self._epoch,), self.depth
         out: dict[Hashable, Times] = {
-            value: {floor + inner: w for inner, w in decode(code, self.depth)}
+            value: {floor + inner: w for inner, w in decode(code, depth)}
             for value, code in self.settled_values(key).items()
         }
-        for value, times in self.recent_values(key).items():
-            out.setdefault(value, {}).update(times)  # recent times are above the floor
+        for value, code in self.recent_values(key).items():
+            out.setdefault(value, {}).update((epoch + inner, w) for inner, w in decode(code, depth))
+        for value, times in self._later.get(key, {}).items():
+            out.setdefault(value, {}).update(times)
         return out
 
     def times(self, key: Hashable, value: Hashable = None) -> Times:
-        code = self.settled_code(key, value)
-        recent = self.recent_times(key, value)
-        if code is None:
-            return dict(recent)
-        floor = (self._epoch - 1,)
-        out = {floor + inner: w for inner, w in decode(code, self.depth)}
-        out.update(recent)
+        out: Times = {}
+        settled, recent = self.settled_code(key, value), self.recent_code(key, value)
+        for at, code in ((self._epoch - 1, settled), (self._epoch, recent)):
+            if code is not None:
+                out.update(((at,) + inner, w) for inner, w in decode(code, self.depth))
+        out.update(self.later_times(key, value))
         return out
 
     def keys(self) -> Iterator[Hashable]:
         if self.partial:
             return iter(self._present)
-        return iter(self._settled.keys() | self._recent.keys())
+        return iter(self._settled.keys() | self._recent.keys() | self._later.keys())
 
     def cursor(self) -> Iterator[tuple[Hashable, Hashable, Time, int]]:
         if self._order is None:
@@ -437,7 +396,7 @@ class Trace(TraceReader):
     def present_keys(self) -> int:
         if self.partial:
             return len(self._present)
-        return len(self._settled.keys() | self._recent.keys())
+        return len(self._settled.keys() | self._recent.keys() | self._later.keys())
 
     def estimate_bytes(self, sample: int = 64) -> int:
         """The memory the trace holds, sized from its first `sample` keys of each part and the
@@ -445,34 +404,46 @@ class Trace(TraceReader):
         once per entry: an upper bound). A key of a closure holds thousands of values: visiting
         them all made the memory budget's check after every lookup cost seconds (the recursive
         lookup benchmark's 1,000 lookups: from 1 to 10 minutes)."""
-        total = sys.getsizeof(self._settled) + sys.getsizeof(self._recent) + sys.getsizeof(self._present)
+        total = sum(map(sys.getsizeof, (self._settled, self._recent, self._later, self._present)))
+        parts: tuple[dict[Hashable, Any], ...] = (self._settled, self._recent, self._later)
+        for part, entries in zip(parts, self.entries_by_part(), strict=True):
+            total += self._part_bytes(part, entries, sample)
+        return total
+
+    def _part_bytes(self, part: dict[Hashable, Any], entries: int, sample: int) -> int:
+        """`estimate_bytes` of one part holding `entries` entries (its parts differ in cost
+        per entry: a code, or a dict of times)."""
+        sampled = list(itertools.islice(part.items(), sample))
+        if not sampled:
+            return 0
         per_value = max(1, sample // 8)
-        value_bytes = values_seen = entries_seen = containers = values_in_sampled = 0
-        for part in (self._settled, self._recent):
-            sampled = list(itertools.islice(part.items(), sample))
-            key_bytes = 0
-            for key, held in sampled:
-                key_bytes += _deep_size(key)
-                if type(held) is dict:
-                    containers += sys.getsizeof(held)
-                    values_in_sampled += len(held)
-                    pairs: Iterable[tuple[Hashable, Any]] = held.items()
-                else:  # a settled key whose one value is None: its code alone
-                    values_in_sampled += 1
-                    pairs = [(None, held)]
-                for value, code in itertools.islice(pairs, per_value):
-                    values_seen += 1
-                    entries_seen += len(code) if type(code) is dict else code_size(code, self.depth)
-                    value_bytes += (0 if value is None else _deep_size(value)) + _code_bytes(code)
-            if sampled:
-                total += key_bytes * len(part) // len(sampled)
+        key_bytes = value_bytes = values_seen = entries_seen = containers = values_in_sampled = 0
+        for key, held in sampled:
+            key_bytes += _deep_size(key)
+            if type(held) is dict:
+                containers += sys.getsizeof(held)
+                values_in_sampled += len(held)
+                pairs: Iterable[tuple[Hashable, Any]] = held.items()
+            else:  # a key whose one value is None: its code alone
+                values_in_sampled += 1
+                pairs = [(None, held)]
+            for value, code in itertools.islice(pairs, per_value):
+                values_seen += 1
+                entries_seen += len(code) if type(code) is dict else code_size(code, self.depth)
+                value_bytes += (0 if value is None else _deep_size(value)) + _code_bytes(code)
+        total = key_bytes * len(part) // len(sampled)
         if entries_seen:
-            total += value_bytes * self._entries // entries_seen
+            total += value_bytes * entries // entries_seen
             # A key's dict grows with its values, and one key may hold most of them: the
             # dicts are sized per value, not per key.
-            values = self._entries * values_seen / entries_seen
+            values = entries * values_seen / entries_seen
             total += int(containers * values / values_in_sampled)
         return total
+
+    def entries_by_part(self) -> tuple[int, int, int]:
+        """The entries settled, recent and later (kept as they change: `estimate_bytes` sizes
+        each part by its own)."""
+        return self._entries - self._n_recent - self._n_later, self._n_recent, self._n_later
 
     def __len__(self) -> int:
         """The number of (key, value, time) entries."""
@@ -526,14 +497,15 @@ def nested_layout(reader: TraceReader, time: Time) -> tuple[Trace, Time | None] 
     (epoch, iteration), may read the two parts of its layout directly: its times are
     (epoch, iteration) too, and the floor lies below `time`'s epoch (it always does in a
     circuit: the floor is the epoch before the one running), so that every settled entry is
-    earlier and every hidden one recent. None otherwise (read `times` and `values`)."""
+    earlier and every hidden one recent, and no entry lies ahead of the recent epoch. None
+    otherwise (read `times` and `values`)."""
     if isinstance(reader, TraceBefore):
         trace, hidden = reader.trace, reader.time
     elif isinstance(reader, Trace):
         trace, hidden = reader, None
     else:
         return None
-    if len(time) != 2 or trace.depth not in (0, 2) or trace.floor >= time[0]:
+    if len(time) != 2 or trace.depth not in (0, 2) or trace.floor >= time[0] or trace.writes_ahead():
         return None
     if hidden is not None and hidden[0] <= trace.floor:
         return None
@@ -552,7 +524,7 @@ def _rows(batch: ZSet[Any] | IndexedZSet[Any, Any]) -> Iterator[tuple[Hashable, 
 
 
 def _code_bytes(code: Code | Times) -> int:
-    if type(code) is dict:  # a recent value's times
+    if type(code) is dict:  # a later value's times
         return sys.getsizeof(code) + sum(_deep_size(t) for t in code)
     if type(code) is int and -5 <= code <= 256:
         return 0  # CPython's small ints are shared
@@ -564,3 +536,18 @@ def _deep_size(value: object) -> int:
     if type(value) is tuple:
         return sys.getsizeof(value) + sum(sys.getsizeof(v) for v in value)
     return sys.getsizeof(value)
+
+
+def _values_of(part: Mapping[Hashable, Any], key: Hashable) -> Mapping[Hashable, Code]:
+    """A key's values and their codes in one part (settled or recent) of a trace."""
+    held = part.get(key)
+    if held is None:
+        return {}
+    return held if type(held) is dict else {None: held}  # type: ignore[no-any-return]
+
+
+def _code_of(part: Mapping[Hashable, Any], key: Hashable, value: Hashable) -> Code | None:
+    held = part.get(key)
+    if type(held) is dict:
+        return held.get(value)  # type: ignore[no-any-return]
+    return held if value is None else None  # type: ignore[no-any-return]

@@ -36,7 +36,8 @@ from typing import Any
 from pomoview.dataflow.node import Node, Value, active
 from pomoview.dataflow.state.keyed_state import Key, Row
 from pomoview.dataflow.time import Time, lub
-from pomoview.dataflow.trace import Times, Trace, TraceReader, iteration_pairs, nested_layout
+from pomoview.dataflow.trace import Times, Trace, TraceReader, nested_layout
+from pomoview.dataflow.trace_codes import iteration_pairs
 from pomoview.dataflow.zset import ZSet
 
 
@@ -131,6 +132,8 @@ class DistinctTrace(Node):
         """`distinct_delta` at (epoch, iteration), read off the trace's two parts: the sums of
         the history below the four corners, with no dict of times built per element."""
         epoch, j = time
+        current = trace.recent_epoch == epoch  # else the recent epoch is an earlier one
+        hide = hidden[1] if hidden is not None and hidden[0] == trace.recent_epoch else None
         scheduled = self.scheduled
         out: dict[Any, int] = {}
         for element, code, recent in trace.histories(candidates):
@@ -144,22 +147,21 @@ class DistinctTrace(Node):
                         w2 += weight
                     else:  # below no corner; its bound with `time` is a later iteration
                         scheduled.setdefault((epoch, i), set()).add(element)
-            for t, weight in recent.items():
-                if t == hidden:
-                    continue
-                e, i = t
-                if e > epoch or i > j:
-                    later = (max(e, epoch), max(i, j))
-                    scheduled.setdefault(later, set()).add(element)
-                elif e < epoch:
-                    if i < j:
-                        w1 += weight
-                    else:
-                        w2 += weight
-                elif i < j:
-                    w3 += weight
-                else:  # at `time` itself, in a trace that does not hide it
-                    w += weight
+            if recent is not None:
+                for i, weight in iteration_pairs(recent):
+                    if i == hide:
+                        continue
+                    if i > j:
+                        scheduled.setdefault((epoch, i), set()).add(element)
+                    elif not current:
+                        if i < j:
+                            w1 += weight
+                        else:
+                            w2 += weight
+                    elif i < j:
+                        w3 += weight
+                    else:  # at `time` itself, in a trace that does not hide it
+                        w += weight
             # The four corners of `time`, as in `distinct_delta`: H(S(t)) - H(S(t - (1, 0)))
             # - H(S(t - (0, 1))) + H(S(t - (1, 1))).
             change = (w1 + w2 + w3 + w > 0) - (w1 + w2 > 0) - (w1 + w3 > 0) + (w1 > 0)

@@ -30,7 +30,8 @@ from pomoview.dataflow.operators.union import Union
 from pomoview.dataflow.operators.z1_trace import Z1Trace
 from pomoview.dataflow.state.keyed_state import Key, Row
 from pomoview.dataflow.time import Time, lub
-from pomoview.dataflow.trace import Trace, TraceReader, iteration_pairs, nested_layout
+from pomoview.dataflow.trace import Trace, TraceReader, nested_layout
+from pomoview.dataflow.trace_codes import iteration_pairs
 from pomoview.dataflow.zset import IndexedZSet, ZSet
 
 
@@ -99,6 +100,7 @@ class JoinTrace(Node):
         """At (epoch, iteration), read off the trace's two parts: a settled value's iteration
         alone says when its products are due (its epoch, the floor, lies below `time`'s)."""
         epoch, j = time
+        hide = hidden[1] if hidden is not None and hidden[0] == trace.recent_epoch else None
         emit = self._emit
         for key, group in delta.groups():
             assert trace.is_present(key), f"join against a missing key {key!r}"
@@ -109,11 +111,14 @@ class JoinTrace(Node):
                     continue
                 for i, w2 in iteration_pairs(code):
                     emit(key, items, v2, w2, out if i <= j else self._at((epoch, i), time, out))
-            for v2, times in trace.recent_values(key).items():
-                for t2, w2 in times.items():
-                    if t2 != hidden:
-                        at = (max(t2[0], epoch), max(t2[1], j))
-                        emit(key, items, v2, w2, self._at(at, time, out))
+            for v2, code in trace.recent_values(key).items():  # at the recent epoch, <= epoch
+                if type(code) is int:
+                    if code != hide:
+                        emit(key, items, v2, 1, out if code <= j else self._at((epoch, code), time, out))
+                    continue
+                for i, w2 in iteration_pairs(code):
+                    if i != hide:
+                        emit(key, items, v2, w2, out if i <= j else self._at((epoch, i), time, out))
 
     def _emit(
         self,

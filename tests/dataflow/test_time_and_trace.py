@@ -269,14 +269,15 @@ def _exact_bytes(trace: Trace) -> int:
             return 0
         return sys.getsizeof(v) + (sum(sys.getsizeof(x) for x in v) if type(v) is tuple else 0)
 
-    total = sys.getsizeof(trace._settled) + sys.getsizeof(trace._recent) + sys.getsizeof(trace._present)
-    for key, held in trace._settled.items():
-        total += deep(key)
-        if type(held) is dict:
-            total += sys.getsizeof(held) + sum(deep(value) + deep(code) for value, code in held.items())
-        else:
-            total += deep(held)
-    for key, values in trace._recent.items():
+    total = sum(map(sys.getsizeof, (trace._settled, trace._recent, trace._later, trace._present)))
+    for part in (trace._settled, trace._recent):  # key -> value -> code, or key -> code
+        for key, held in part.items():
+            total += deep(key)
+            if type(held) is dict:
+                total += sys.getsizeof(held) + sum(deep(value) + deep(code) for value, code in held.items())
+            else:
+                total += deep(held)
+    for key, values in trace._later.items():  # key -> value -> time -> weight
         total += deep(key) + sys.getsizeof(values)
         for value, times in values.items():
             total += deep(value) + sys.getsizeof(times) + sum(deep(t) for t in times)

@@ -1,4 +1,4 @@
-"""The compact layout of a Trace (settled codes below the floor, recent times above it)
+"""The compact layout of a Trace (settled codes at the floor, recent codes the epoch after it)
 against a plain model, and the operators' direct reads of it (`nested_layout`) against their
 general paths, which read dicts of times."""
 
@@ -14,7 +14,8 @@ from pomoview.dataflow.operators.distinct_trace import DistinctTrace
 from pomoview.dataflow.operators.input import Input
 from pomoview.dataflow.operators.join_trace import JoinTrace
 from pomoview.dataflow.time import Time
-from pomoview.dataflow.trace import Trace, TraceBefore, code_size, decode, encode, nested_layout
+from pomoview.dataflow.trace import Trace, TraceBefore, nested_layout
+from pomoview.dataflow.trace_codes import code_size, decode, encode, merge_codes
 from pomoview.dataflow.zset import IndexedZSet, ZSet
 
 SETTINGS = settings(max_examples=200, deadline=None)
@@ -64,17 +65,25 @@ def check_against(trace: Trace, want: dict[tuple, int], depth: int) -> None:
     for key, value in itertools.product(range(4), [None, "a", "b"]):
         times = {t: w for (k, v, t), w in want.items() if (k, v) == (key, value)}
         assert trace.times(key, value) == times
-        # The two parts: settled codes at the floor, recent times above it, never both at one time.
-        code = trace.settled_code(key, value)
+        # The parts: settled codes at the floor, recent codes at the epoch after it, later
+        # times above that; never two at one time, and no zero weight kept.
+        code, recent_code = trace.settled_code(key, value), trace.recent_code(key, value)
         settled = {} if code is None else {(trace.floor,) + i: w for i, w in decode(code, depth)}
-        recent = trace.recent_times(key, value)
-        assert {**settled, **recent} == times and not settled.keys() & recent.keys()
-        assert all(t[0] > trace.floor for t in recent) and all(w for w in settled.values())
+        at = (trace.floor + 1,)
+        recent = {} if recent_code is None else {at + i: w for i, w in decode(recent_code, depth)}
+        later = trace.later_times(key, value)
+        assert {**settled, **recent, **later} == times
+        assert len(settled) + len(recent) + len(later) == len(times)
+        assert trace.recent_epoch == trace.floor + 1 and all(t[0] > trace.recent_epoch for t in later)
+        assert all(w for w in (*settled.values(), *recent.values(), *later.values()))
         assert trace.settled_values(key).get(value) == code
-        assert trace.recent_values(key).get(value, {}) == recent
+        assert trace.recent_values(key).get(value) == recent_code
         if value is None:
             ((_, history_code, history_recent),) = trace.histories([key])
-            assert history_code == code and history_recent == recent
+            assert history_code == code and history_recent == recent_code
+    assert trace.writes_ahead() == any(t[0] > trace.recent_epoch for _, _, t in want)
+    parts = (trace.floor.__ge__, trace.recent_epoch.__eq__, trace.recent_epoch.__lt__)
+    assert trace.entries_by_part() == tuple(sum(1 for _, _, t in want if part(t[0])) for part in parts)
     assert trace.estimate_bytes() > 0
 
 
@@ -135,6 +144,20 @@ def test_codes_round_trip(entries: dict[tuple[int, int], int], depth: int) -> No
     assert code is not None
     assert dict(decode(code, depth)) == live and code_size(code, depth) == len(live)
     assert (type(code) is int) == (depth == 2 and list(live.values()) == [1])
+
+
+ENTRIES = st.dictionaries(st.integers(0, 4), st.integers(-2, 2).filter(bool), min_size=1, max_size=4)
+
+
+@SETTINGS
+@given(ENTRIES, ENTRIES)
+def test_merged_codes_sum_their_entries(a: dict[int, int], b: dict[int, int]) -> None:
+    """Two codes of (iteration, weight) entries merge into the code of their sums, whether b's
+    iterations all follow a's (an epoch's entries arriving in order: appended) or not."""
+    code_a, code_b = encode({(i,): w for i, w in a.items()}, 2), encode({(i,): w for i, w in b.items()}, 2)
+    assert code_a is not None and code_b is not None
+    sums = {(i,): a.get(i, 0) + b.get(i, 0) for i in a.keys() | b.keys()}
+    assert merge_codes(code_a, code_b, 2) == encode(sums, 2)
 
 
 def test_settling_sums_a_values_times_at_one_iteration() -> None:
