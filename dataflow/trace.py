@@ -308,10 +308,20 @@ class Trace(TraceReader):
         values' codes in one dict, without `_merge`."""
         recent, settled, depth = self._recent, self._settled, self.depth
         for key, group in batch.groups():
-            if key in recent:
+            held = recent.get(key)
+            if held is not None:
+                added = 0
                 for value, weight in group.items():
-                    if weight:
+                    if not weight:
+                        continue
+                    if type(held) is dict and value not in held and value is not None:
+                        held[value] = one_code(inner, weight, depth)  # new to the key: no merge
+                        added += 1
+                    else:
                         self._merge(recent, key, value, one_code(inner, weight, depth))
+                        held = recent.get(key)
+                self._entries += added
+                self._n_recent += added
                 continue
             codes = {value: one_code(inner, weight, depth) for value, weight in group.items() if weight}
             if not codes:

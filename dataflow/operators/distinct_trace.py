@@ -139,7 +139,14 @@ class DistinctTrace(Node):
         for element, code, recent in trace.histories(candidates):
             w = weights.get(element, 0)
             w1 = w2 = w3 = 0  # (e < epoch, i < j), (e < epoch, i == j), (e == epoch, i < j)
-            if code is not None:
+            if type(code) is int:  # weight 1 at one iteration: the common case
+                if code < j:
+                    w1 += 1
+                elif code == j:
+                    w2 += 1
+                else:
+                    scheduled.setdefault((epoch, code), set()).add(element)
+            elif code is not None:
                 for i, weight in iteration_pairs(code):
                     if i < j:
                         w1 += weight
@@ -147,7 +154,9 @@ class DistinctTrace(Node):
                         w2 += weight
                     else:  # below no corner; its bound with `time` is a later iteration
                         scheduled.setdefault((epoch, i), set()).add(element)
-            if recent is not None:
+            if type(recent) is int and current and recent < j and recent != hide:
+                w3 += 1  # weight 1 at an earlier iteration of this epoch: the common case
+            elif recent is not None:
                 for i, weight in iteration_pairs(recent):
                     if i == hide:
                         continue
