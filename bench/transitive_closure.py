@@ -186,7 +186,7 @@ def main(argv: list[str] | None = None) -> None:
         kept_bytes = tracemalloc.get_traced_memory()[0] - traced_before
         kept = f"; the circuit keeps {kept_bytes / 2**20:,.0f} MiB, {kept_bytes / pairs:,.0f} bytes per pair"
         tracemalloc.stop()
-        first = ZSet(dict(child.totals[0].items()))
+        first = child.totals[0].value()
     closure = ZSet(dict(first.items()))
     assert set(closure.positive()) == want and len(closure) == len(want), "closure differs from BFS"
     scratch, clingos = [scratch_s], []

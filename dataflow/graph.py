@@ -20,6 +20,7 @@ from typing import Generic, TypeVar
 from pomoview.dataflow.circuit import Circuit
 from pomoview.dataflow.introspect import NodeInfo
 from pomoview.dataflow.node import Fetch, FetchRequest, FetchWindow, KeyedNode, Metrics, Node, Value
+from pomoview.dataflow.operators.child import Child
 from pomoview.dataflow.operators.demand_gate import DemandGate
 from pomoview.dataflow.operators.reader import Reader
 from pomoview.dataflow.operators.source_index import SourceIndex
@@ -315,6 +316,9 @@ class Graph(Generic[ReaderName]):
                 node.check()
             elif isinstance(node, KeyedNode):
                 node.state.check()
+            elif isinstance(node, Child):
+                for output in node.totals:
+                    output.check()
             if isinstance(node, KeyedNode) and node.partial and node.inputs:
                 for key in node.state.keys():
                     assert node.inputs[0].covers(node.key_cols, key), (

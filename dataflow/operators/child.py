@@ -18,9 +18,9 @@ ChildOutput nodes. Two modes:
 
 Contract: not linear. State: whatever its nodes keep, and, in incremental
 mode, each output's accumulated value, so that the parent can upquery it (a
-recursive result is full: DESIGN §3), with an index of it by the columns it was
-upqueried by (kept from the first such upquery on: a reader filling keys then reads
-those keys' rows, not every row the recursion holds). A child that does not reach a fixed
+recursive result is full: DESIGN §3), held once (`OutputRows`): whole until it is upqueried
+by columns, then in an index by those columns, kept from that upquery on (a reader filling
+keys then reads those keys' rows, not every row the recursion holds). A child that does not reach a fixed
 point within `max_iterations` raises, naming itself.
 """
 
@@ -66,11 +66,7 @@ class Child(Node):
         self.outputs = tuple(outputs)
         self.mode = mode
         self.max_iterations = max_iterations
-        self.totals: list[ZSet[Row]] = [ZSet() for _ in outputs]
-        # (output, columns) -> key -> the output's rows with those values there: made at the
-        # first upquery by those columns and kept with the totals after, so that a fill
-        # reads its keys' rows instead of scanning every row the recursion holds.
-        self._indexes: dict[tuple[int, tuple[int, ...]], dict[Key, dict[Row, int]]] = {}
+        self.totals = [OutputRows() for _ in outputs]
         self.iterations = 0  # of the last run, for tests and benchmarks
         # Its inputs hold demanded keys only (planner/demand/readers.py marks it): it then
         # shrinks when demand is released, and Stats reports it as partial.
@@ -131,9 +127,7 @@ class Child(Node):
             # time, rather than in the first step of the next one.
             self.settle(time[0] + 1)
         for total, delta in zip(self.totals, deltas, strict=True):
-            total.extend(delta)
-        for (k, cols), index in self._indexes.items():
-            _index_add(index, cols, deltas[k])
+            total.add(delta)
         return tuple(deltas)
 
     def settle(self, epoch: int) -> None:
@@ -163,8 +157,7 @@ class Child(Node):
         for node in self.outputs:
             value = values.get(id(node))
             out.append(value if isinstance(value, ZSet) else ZSet())
-        self.totals = out
-        self._indexes.clear()  # whole values, not deltas: made again when asked
+        self.totals = [OutputRows(value) for value in out]  # whole values: indexed again when asked
         for feedback in feedbacks:
             feedback.reset()
         return tuple(out)
@@ -180,28 +173,15 @@ class Child(Node):
 
     def rows_of(self, output: int, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
         """The rows of `output` whose `cols` hold one of `keys` (a new ZSet)."""
-        if not cols:
-            return self.totals[output] + ZSet()
-        index = self._indexes.get((output, cols))
-        if index is None:
-            index = self._indexes[(output, cols)] = {}
-            _index_add(index, cols, self.totals[output])
-        out: ZSet[Row] = ZSet()
-        for key in set(keys):
-            for row, weight in index.get(key, {}).items():
-                out.add(row, weight)
-        return out
+        return self.totals[output].rows_of(cols, keys)
 
     def state_summary(self) -> StateSummary:
         """Its outputs' totals, their indexes, the traces of its nodes and the indexes of its
         NestedWcojs (the recursion's state), as rows (a trace's or an index's entries count
         as rows) and sampled bytes."""
-        rows = sum(len(total) for total in self.totals)
-        size = sum(_rows_bytes(total.items(), len(total)) for total in self.totals)
-        for index in self._indexes.values():
-            entries = sum(len(group) for group in index.values())
-            rows += entries
-            size += sys.getsizeof(index) + _groups_bytes(index, entries)
+        rows = size = 0
+        for total in self.totals:
+            rows, size = rows + total.entries(), size + total.estimate_bytes()
         for node in self.circuit.nodes:
             trace = getattr(node, "trace", None)
             if isinstance(trace, Trace):
@@ -238,6 +218,81 @@ class ChildOutput(Node):
 
     def describe(self) -> str:
         return f"ChildOutput({self.index})"
+
+
+class OutputRows:
+    """One output's accumulated value, its rows held once: as a ZSet until the first upquery
+    by columns, then in the index by those columns alone (a second index is made from the
+    first). The index was a copy beside the ZSet before: one more dict entry per row of a
+    demanded closure.
+
+    Invariant (asserted in `check`): exactly one of the ZSet and the indexes holds the rows,
+    and every index holds the same (row, weight) entries.
+    """
+
+    __slots__ = ("whole", "indexes")
+
+    def __init__(self, whole: ZSet[Row] | None = None) -> None:
+        self.whole: ZSet[Row] | None = ZSet() if whole is None else whole
+        self.indexes: dict[tuple[int, ...], dict[Key, dict[Row, int]]] = {}
+
+    def add(self, delta: ZSet[Row]) -> None:
+        if self.whole is not None:
+            self.whole.extend(delta)
+        for cols, index in self.indexes.items():
+            _index_add(index, cols, delta)
+
+    def value(self) -> ZSet[Row]:
+        """Every row with its weight (a new ZSet)."""
+        if self.whole is not None:
+            return self.whole + ZSet()
+        index = next(iter(self.indexes.values()))
+        return ZSet.of_weights({row: w for group in index.values() for row, w in group.items()})
+
+    def rows_of(self, cols: tuple[int, ...], keys: Collection[Key]) -> ZSet[Row]:
+        """The rows whose `cols` hold one of `keys` (a new ZSet)."""
+        if not cols:
+            return self.value()
+        index = self.indexes.get(cols)
+        if index is None:
+            index = {}
+            _index_add(index, cols, self.whole if self.whole is not None else self.value())
+            self.indexes[cols] = index
+            self.whole = None  # held by the index from now on
+        out: ZSet[Row] = ZSet()
+        for key in set(keys):
+            for row, weight in index.get(key, {}).items():
+                out.add(row, weight)
+        return out
+
+    def __len__(self) -> int:
+        """The number of rows."""
+        if self.whole is not None:
+            return len(self.whole)
+        return sum(len(group) for group in next(iter(self.indexes.values())).values())
+
+    def entries(self) -> int:
+        """The entries held: the ZSet's rows, or every index's."""
+        if self.whole is not None:
+            return len(self.whole)
+        return sum(sum(len(group) for group in index.values()) for index in self.indexes.values())
+
+    def estimate_bytes(self) -> int:
+        if self.whole is not None:
+            return _rows_bytes(self.whole.items(), len(self.whole))
+        size = 0
+        for index in self.indexes.values():
+            entries = sum(len(group) for group in index.values())
+            size += sys.getsizeof(index) + _groups_bytes(index, entries)
+        # The rows themselves, once (every index holds the same row objects).
+        first = next(iter(self.indexes.values()))
+        items = (item for group in first.values() for item in group.items())
+        return size + _rows_bytes(items, len(self)) - len(self) * _ENTRY
+
+    def check(self) -> None:
+        assert (self.whole is None) == bool(self.indexes), "rows held by the ZSet or by the indexes"
+        held = [{row: w for group in ix.values() for row, w in group.items()} for ix in self.indexes.values()]
+        assert all(h == held[0] for h in held), "every index holds the same rows"
 
 
 def _index_add(index: dict[Key, dict[Row, int]], cols: tuple[int, ...], delta: ZSet[Row]) -> None:
