@@ -56,14 +56,36 @@ def one_code(inner: Inner, weight: int, depth: int) -> Code:
 
 def merge_codes(a: Code, b: Code, depth: int) -> Code | None:
     """The code of the entries of `a` and `b` summed; None when they cancel out."""
-    if depth == 2:  # b's entries all after a's, as an epoch's iterations come: appended
-        last = a if type(a) is int else a[-2]  # type: ignore[index]
-        if type(b) is int:
-            if last < b:
-                return (*(a if type(a) is tuple else (a, 1)), b, 1)
-        elif last < b[0]:  # type: ignore[index]
-            return (*(a if type(a) is tuple else (a, 1)), *b)  # type: ignore[misc]
-    entries = dict(decode(a, depth))
-    for inner, w in decode(b, depth):
-        entries[inner] = entries.get(inner, 0) + w
-    return encode(entries, depth)
+    if depth != 2:
+        entries = dict(decode(a, depth))
+        for inner, w in decode(b, depth):
+            entries[inner] = entries.get(inner, 0) + w
+        return encode(entries, depth)
+    x: tuple[int, ...] = (a, 1) if type(a) is int else a  # type: ignore[assignment]
+    y: tuple[int, ...] = (b, 1) if type(b) is int else b  # type: ignore[assignment]
+    if x[-2] < y[0]:  # b's entries all after a's, as an epoch's iterations come: appended
+        return x + y
+    # Both flat (iteration, weight) pairs by iteration: merged in one pass, without the
+    # dict and the sort of `encode` (settling an update's epoch into a closure's codes).
+    out: list[int] = []
+    i = j = 0
+    while i < len(x) and j < len(y):
+        if x[i] < y[j]:
+            out += x[i : i + 2]
+            i += 2
+        elif y[j] < x[i]:
+            out += y[j : j + 2]
+            j += 2
+        else:
+            w = x[i + 1] + y[j + 1]
+            if w:
+                out += (x[i], w)
+            i += 2
+            j += 2
+    out += x[i:]
+    out += y[j:]
+    if not out:
+        return None
+    if len(out) == 2 and out[1] == 1:
+        return out[0]
+    return tuple(out)
