@@ -301,3 +301,19 @@ def test_estimate_bytes_samples_keys_and_values_and_is_close(shape: str, settled
         trace.advance_to(3)
     exact = _exact_bytes(trace)
     assert abs(trace.estimate_bytes() - exact) <= 0.25 * exact, (trace.estimate_bytes(), exact)
+
+
+def test_a_traces_parts_stay_tracked_through_full_collections() -> None:
+    """A closure-sized part untracked by a full collection would be tracked again, young, by
+    its next new entry, and walked whole by the next two young collections (trace.Part)."""
+    import gc
+
+    trace = Trace()
+    for i in range(1000):
+        trace.insert((i, i + 1), None, (0, i % 3), 1)
+    trace.advance_to(1)
+    trace.insert((5, 7), None, (1, 2), 1)
+    plain = dict(trace._settled)
+    gc.collect()  # every key and code is untracked now, and so is an exact dict of them
+    assert not gc.is_tracked(plain)
+    assert gc.is_tracked(trace._settled) and gc.is_tracked(trace._recent)
