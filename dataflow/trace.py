@@ -183,8 +183,7 @@ class Trace(TraceReader):
                 if key not in settled:
                     settled[key] = held
                     continue
-                codes: Mapping[Hashable, Code] = held if type(held) is dict else {None: held}  # type: ignore[dict-item]
-                for value, code in codes.items():
+                for value, code in _values_of(recent, key).items():
                     self._entries -= code_size(code, self.depth)  # counted again by _merge
                     self._merge(settled, key, value, code)
         self._n_recent = 0

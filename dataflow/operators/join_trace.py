@@ -97,28 +97,24 @@ class JoinTrace(Node):
         time: Time,
         out: dict[Hashable, int],
     ) -> None:
-        """At (epoch, iteration), read off the trace's two parts: a settled value's iteration
-        alone says when its products are due (its epoch, the floor, lies below `time`'s)."""
+        """At (epoch, iteration), read off the trace's two parts, both below `time`'s epoch or
+        at it: a value's iteration alone says when its products are due (settled and recent
+        alike; in recent, the hidden iteration is skipped)."""
         epoch, j = time
         hide = hidden[1] if hidden is not None and hidden[0] == trace.recent_epoch else None
         emit = self._emit
         for key, group in delta.groups():
             assert trace.is_present(key), f"join against a missing key {key!r}"
             items = list(group.items())
-            for v2, code in trace.settled_values(key).items():
-                if type(code) is int:  # weight 1 at one iteration: the common case
-                    emit(key, items, v2, 1, out if code <= j else self._at((epoch, code), time, out))
-                    continue
-                for i, w2 in iteration_pairs(code):
-                    emit(key, items, v2, w2, out if i <= j else self._at((epoch, i), time, out))
-            for v2, code in trace.recent_values(key).items():  # at the recent epoch, <= epoch
-                if type(code) is int:
-                    if code != hide:
-                        emit(key, items, v2, 1, out if code <= j else self._at((epoch, code), time, out))
-                    continue
-                for i, w2 in iteration_pairs(code):
-                    if i != hide:
-                        emit(key, items, v2, w2, out if i <= j else self._at((epoch, i), time, out))
+            for codes, skip in ((trace.settled_values(key), None), (trace.recent_values(key), hide)):
+                for v2, code in codes.items():
+                    if type(code) is int:  # weight 1 at one iteration: the common case
+                        if code != skip:
+                            emit(key, items, v2, 1, out if code <= j else self._at((epoch, code), time, out))
+                        continue
+                    for i, w2 in iteration_pairs(code):
+                        if i != skip:
+                            emit(key, items, v2, w2, out if i <= j else self._at((epoch, i), time, out))
 
     def _emit(
         self,
